@@ -1,0 +1,35 @@
+# Two entry points for a fresh clone: `make demo` and `make test`. Each builds .venv by itself.
+# torch is installed first and pinned, so that pip never resolves a different (multi-GB CUDA) build here;
+# on a GPU machine set TORCH_SPEC=torch to take the CUDA build from PyPI.
+PYTHON ?= python3
+TORCH_SPEC ?= torch==2.13.0
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: install demo test lint bench-encode clean
+
+$(BIN)/sbert-qdrant: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $@
+
+install: $(BIN)/sbert-qdrant
+
+demo: install
+	$(BIN)/python examples/quora_similar_pairs.py
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check sbert_qdrant tests benchmarks examples
+	$(BIN)/ruff format --check sbert_qdrant tests benchmarks examples
+	$(BIN)/mypy sbert_qdrant
+
+bench-encode: install
+	$(BIN)/python benchmarks/encode.py --data ../shared/data
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

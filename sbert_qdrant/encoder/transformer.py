@@ -1,0 +1,138 @@
+"""The transformer module: tokenizer + Hugging Face model -> token vectors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from ..errors import InvalidArgumentError, ModelLoadError
+from .base import EncoderModule, Features, read_json
+
+SBERT_CONFIG_FILE = "sentence_bert_config.json"
+
+
+class Transformer(EncoderModule):
+    """Runs a Hugging Face encoder; outputs ``token_embeddings`` (and ``all_layer_embeddings`` on request)."""
+
+    module_type: ClassVar[str] = "sentence_transformers.models.Transformer"
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_seq_length: int | None = None,
+        do_lower_case: bool = False,
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.do_lower_case = do_lower_case
+        self.output_hidden_states = False
+        self.position_limit = int(getattr(model.config, "max_position_embeddings", 0) or 10**9)
+        self.max_seq_length = self._checked_length(max_seq_length or min(self.position_limit, 512))
+
+    def _checked_length(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= self.position_limit:
+            raise InvalidArgumentError(
+                f"max_seq_length={value!r} must be an integer in 2..{self.position_limit} "
+                "(the model's max_position_embeddings)."
+            )
+        return value
+
+    def set_max_seq_length(self, value: int) -> None:
+        """Change the token limit; longer texts are truncated (and counted)."""
+        self.max_seq_length = self._checked_length(value)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    def tokenize(self, texts: list[str]) -> tuple[list[list[int]], int]:
+        """Token ids per text (special tokens included, cut at ``max_seq_length``) and how many were cut."""
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        limit = self.max_seq_length
+        # One token over the limit tells a cut text from one that is exactly `limit` long.
+        ids: list[list[int]] = self.tokenizer(
+            texts, truncation=True, max_length=limit + 1, return_attention_mask=False, return_token_type_ids=False
+        )["input_ids"]
+        cut = [i for i, row in enumerate(ids) if len(row) > limit]
+        if cut:
+            again = self.tokenizer(
+                [texts[i] for i in cut],
+                truncation=True,
+                max_length=limit,
+                return_attention_mask=False,
+                return_token_type_ids=False,
+            )["input_ids"]
+            for i, row in zip(cut, again):
+                ids[i] = row
+        return ids, len(cut)
+
+    def collate(self, rows: list[list[int]], device: torch.device) -> Features:
+        """Right-pad token id rows into ``input_ids`` and ``attention_mask`` tensors on ``device``."""
+        width = max(len(r) for r in rows)
+        pad_id = self.tokenizer.pad_token_id or 0
+        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for i, row in enumerate(rows):
+            input_ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1
+        return {
+            "input_ids": torch.from_numpy(input_ids).to(device),
+            "attention_mask": torch.from_numpy(mask).to(device),
+        }
+
+    def forward(self, features: Features) -> Features:
+        out = self.model(
+            input_ids=features["input_ids"],
+            attention_mask=features["attention_mask"],
+            output_hidden_states=self.output_hidden_states,
+            return_dict=True,
+        )
+        features["token_embeddings"] = out.last_hidden_state
+        if self.output_hidden_states:
+            features["all_layer_embeddings"] = out.hidden_states
+        return features
+
+    def config(self) -> dict[str, Any]:
+        return {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case}
+
+    def save(self, folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.model.save_pretrained(str(folder), safe_serialization=True)
+        self.tokenizer.save_pretrained(str(folder))
+        (folder / SBERT_CONFIG_FILE).write_text(json.dumps(self.config(), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, folder: Path, trust_remote_code: bool = False) -> Transformer:
+        if not any(folder.glob("*.safetensors")):
+            pickled = sorted(p.name for p in folder.glob("*.bin"))
+            found = f"only pickle weights {pickled}" if pickled else "no weights"
+            raise ModelLoadError(
+                f"{folder} holds {found}; sbert-qdrant loads safetensors only. Convert the checkpoint with "
+                "`transformers` (save_pretrained(..., safe_serialization=True)) from a source you trust."
+            )
+        sbert_config = read_json(folder / SBERT_CONFIG_FILE) if (folder / SBERT_CONFIG_FILE).is_file() else {}
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
+            model = AutoModel.from_pretrained(
+                str(folder), trust_remote_code=trust_remote_code, use_safetensors=True
+            )
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise ModelLoadError(f"cannot load the transformer in {folder}: {exc}") from exc
+        return cls(
+            model.eval(),
+            tokenizer,
+            max_seq_length=sbert_config.get("max_seq_length"),
+            do_lower_case=bool(sbert_config.get("do_lower_case", False)),
+        )
