@@ -56,7 +56,9 @@ def main() -> None:
     batch = args.batch_size or (256 if cuda else 32)
     s1, s2, _ = read_stsb(args.data / "stsb" / "stsb_train.tsv.gz")
     stsb_texts = list(dict.fromkeys(s1 + s2))[: args.sentences // 2]
-    texts = stsb_texts + read_quora_questions(args.data / "quora" / "quora_pairs_train.jsonl.gz", args.sentences - len(stsb_texts))
+    texts = stsb_texts + read_quora_questions(
+        args.data / "quora" / "quora_pairs_train.jsonl.gz", args.sentences - len(stsb_texts)
+    )
     dev1, dev2, gold = read_stsb(args.data / "stsb" / "stsb_dev.tsv.gz")
 
     folder = str(resolve_model_folder(None))
@@ -71,8 +73,10 @@ def main() -> None:
     for p, enc in encoders.items():
         runners[f"sbert-qdrant {p}"] = lambda t, enc=enc: enc.encode(t, batch_size=batch)  # type: ignore[misc]
 
-    print(f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} batch={batch} "
-          f"sentences={len(texts)} rounds={args.rounds}")
+    print(
+        f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} batch={batch} "
+        f"sentences={len(texts)} rounds={args.rounds}"
+    )
     for run in runners.values():  # warm-up
         run(texts[:256])
     rates: dict[str, list[float]] = {name: [] for name in runners}

@@ -94,7 +94,7 @@ def test_unknown_module_type_is_refused(tmp_path: Path) -> None:
     modules = json.loads((tmp_path / "m" / "modules.json").read_text())
     modules[1]["type"] = "evil.module.RunsCode"
     (tmp_path / "m" / "modules.json").write_text(json.dumps(modules))
-    with pytest.raises(ModelLoadError, match="evil.module.RunsCode"):
+    with pytest.raises(ModelLoadError, match=r"evil\.module\.RunsCode"):
         SentenceEncoder.load(tmp_path / "m")
 
 

@@ -60,9 +60,10 @@ class SentenceEncoder(nn.Module):
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
         check_precision(precision, resolve_device(device))
         modules = load_modules(resolve_model_folder(model), trust_remote_code=trust_remote_code)
+        encoder = cls(modules, device=device, precision=precision)
         if max_seq_length is not None:
-            modules[0].set_max_seq_length(max_seq_length)  # type: ignore[operator]
-        return cls(modules, device=device, precision=precision)
+            encoder.max_seq_length = max_seq_length
+        return encoder
 
     @property
     def transformer(self) -> Transformer:
@@ -141,7 +142,10 @@ class SentenceEncoder(nn.Module):
             logger.warning(
                 "%d of %d texts were longer than max_seq_length=%d tokens and were truncated "
                 "(%d so far on this encoder).",
-                cut, len(texts), self.max_seq_length, self.truncated_count,
+                cut,
+                len(texts),
+                self.max_seq_length,
+                self.truncated_count,
             )
         pipeline = list(self.pipeline)
         if normalize is False and self.normalizes:
@@ -165,7 +169,7 @@ class SentenceEncoder(nn.Module):
             raise InvalidArgumentError(
                 "an int8-quantized encoder cannot be saved; load the model with precision='fp32' and save that."
             )
-        save_modules(list(self.pipeline), Path(path))
+        save_modules(cast(list[EncoderModule], list(self.pipeline)), Path(path))
 
     def __repr__(self) -> str:
         names = " -> ".join(type(m).__name__ for m in self.pipeline)

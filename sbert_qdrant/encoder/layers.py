@@ -32,9 +32,7 @@ class Dense(EncoderModule):
 
     module_type: ClassVar[str] = "sentence_transformers.models.Dense"
 
-    def __init__(
-        self, in_features: int, out_features: int, bias: bool = True, activation: str = "identity"
-    ) -> None:
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, activation: str = "identity") -> None:
         super().__init__()
         name = _SHORT_NAMES.get(activation.lower(), activation)
         if name not in _ACTIVATIONS:

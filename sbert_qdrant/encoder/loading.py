@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelLoadError, ModelNotFoundError
-from .base import EncoderModule, read_json
+from .base import EncoderModule
 from .layers import Dense, Normalize
 from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
 from .transformer import Transformer
@@ -105,8 +105,7 @@ def _module_class(type_name: str) -> type[EncoderModule]:
             return _STANDARD_MODULES[short]
     supported = sorted(set(_OWN_MODULES) | {f"sentence_transformers.models.{n}" for n in _STANDARD_MODULES})
     raise ModelLoadError(
-        f"modules.json names module type {type_name!r}, which sbert-qdrant cannot load; "
-        f"supported types: {supported}."
+        f"modules.json names module type {type_name!r}, which sbert-qdrant cannot load; supported types: {supported}."
     )
 
 

@@ -102,9 +102,7 @@ class Pooling(EncoderModule):
         ours = {st: mode for mode, st in ST_MODE_NAMES.items()}
         unknown = [m for m in st_modes if m not in ours]
         if unknown or not st_modes:
-            raise ModelLoadError(
-                f"pooling config names modes {st_modes!r}; sbert-qdrant supports {sorted(ours)}."
-            )
+            raise ModelLoadError(f"pooling config names modes {st_modes!r}; sbert-qdrant supports {sorted(ours)}.")
         return cls(dimension, [ours[m] for m in st_modes])
 
 
@@ -121,9 +119,7 @@ class WeightedLayerPooling(EncoderModule):
     def __init__(self, dimension: int, num_layers: int, layer_start: int = 1) -> None:
         super().__init__()
         if not 0 <= layer_start <= num_layers:
-            raise InvalidArgumentError(
-                f"layer_start={layer_start} must lie in 0..num_layers={num_layers}."
-            )
+            raise InvalidArgumentError(f"layer_start={layer_start} must lie in 0..num_layers={num_layers}.")
         self.dimension = dimension
         self.num_layers = num_layers
         self.layer_start = layer_start

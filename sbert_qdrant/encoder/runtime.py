@@ -32,7 +32,9 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     try:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise InvalidArgumentError(f"device={device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:1' or 'mps'.") from exc
+        raise InvalidArgumentError(
+            f"device={device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:1' or 'mps'."
+        ) from exc
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise InvalidArgumentError(f"device={device!r} asks for CUDA but torch sees no CUDA GPU; use 'cpu' or None.")
     if resolved.type == "mps" and not torch.backends.mps.is_available():

@@ -74,7 +74,7 @@ class Transformer(EncoderModule):
                 return_attention_mask=False,
                 return_token_type_ids=False,
             )["input_ids"]
-            for i, row in zip(cut, again):
+            for i, row in zip(cut, again, strict=True):
                 ids[i] = row
         return ids, len(cut)
 
@@ -125,9 +125,7 @@ class Transformer(EncoderModule):
         sbert_config = read_json(folder / SBERT_CONFIG_FILE) if (folder / SBERT_CONFIG_FILE).is_file() else {}
         try:
             tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
-            model = AutoModel.from_pretrained(
-                str(folder), trust_remote_code=trust_remote_code, use_safetensors=True
-            )
+            model = AutoModel.from_pretrained(str(folder), trust_remote_code=trust_remote_code, use_safetensors=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot load the transformer in {folder}: {exc}") from exc
         return cls(

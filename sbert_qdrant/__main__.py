@@ -1,0 +1,9 @@
+"""``python -m sbert_qdrant`` runs the command line."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

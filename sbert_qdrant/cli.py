@@ -1,0 +1,94 @@
+"""The ``sbert-qdrant`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from .encoder import PRECISIONS, SentenceEncoder
+from .errors import SbertQdrantError
+
+
+def _read_lines(source: TextIO) -> list[str]:
+    """One text per non-empty line (trailing newline removed)."""
+    return [line.rstrip("\r\n") for line in source if line.strip()]
+
+
+def _write_vectors(path: str, texts: list[str], vectors: np.ndarray) -> None:
+    if path.endswith(".npy"):
+        np.save(path, vectors)
+        return
+    out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        for text, vector in zip(texts, vectors, strict=True):
+            out.write(json.dumps({"text": text, "embedding": vector.tolist()}, ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _encode(args: argparse.Namespace) -> int:
+    if args.output != "-" and not args.output.endswith((".npy", ".jsonl")):
+        raise SystemExit(f"--output {args.output!r} must end in .npy or .jsonl (or be - for JSONL on stdout).")
+    if args.input == "-":
+        texts = _read_lines(sys.stdin)
+    else:
+        with Path(args.input).open(encoding="utf-8") as f:
+            texts = _read_lines(f)
+    encoder = SentenceEncoder.load(
+        args.model, device=args.device, precision=args.precision, max_seq_length=args.max_seq_length
+    )
+    normalize = {"model": None, "yes": True, "no": False}[args.normalize]
+    vectors = encoder.encode(texts, batch_size=args.batch_size, normalize=normalize, show_progress_bar=args.progress)
+    _write_vectors(args.output, texts, np.asarray(vectors))
+    print(
+        f"encoded {len(texts)} texts -> {args.output} ({encoder.dimension} dims, "
+        f"{encoder.truncated_count} truncated at {encoder.max_seq_length} tokens)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sbert-qdrant", description="Sentence-BERT encoders for Qdrant.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    encode = commands.add_parser("encode", help="embed texts, one per line, into .npy or JSONL")
+    encode.add_argument("input", nargs="?", default="-", help="text file, one text per line (default: stdin)")
+    encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
+    encode.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2)")
+    encode.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
+    encode.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    encode.add_argument("--batch-size", type=int, default=32)
+    encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
+    encode.add_argument(
+        "--normalize",
+        choices=("model", "yes", "no"),
+        default="model",
+        help="L2-normalise: as the model does (default), always, or never",
+    )
+    encode.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    encode.set_defaults(run=_encode)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    try:
+        return int(args.run(args))
+    except (SbertQdrantError, OSError) as exc:
+        print(f"sbert-qdrant {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
