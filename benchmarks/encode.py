@@ -84,17 +84,15 @@ def main() -> None:
         for name, run in runners.items():
             rates[name].append(_timed(run, texts))
 
-    reference_dev = [runners[reference_name](dev1), runners[reference_name](dev2)]
-    ours_fp32 = encoders["fp32"].encode(dev1 + dev2)
+    dev_vectors = {name: np.concatenate([run(dev1), run(dev2)]) for name, run in runners.items()}
     base = statistics.median(rates[reference_name])
     print(f"\n{'encoder':<30}{'sent/s':>9}{'vs ref':>9}{'STS-B dev':>11}{'vs ref':>9}")
-    ref_sp = sts_spearman(*reference_dev, gold)
-    for name, run in runners.items():
-        dev = reference_dev if name == reference_name else [run(dev1), run(dev2)]
-        sp = sts_spearman(*dev, gold)
+    ref_sp = sts_spearman(*np.split(dev_vectors[reference_name], 2), gold)
+    for name in runners:
+        sp = sts_spearman(*np.split(dev_vectors[name], 2), gold)
         rate = statistics.median(rates[name])
         print(f"{name:<30}{rate:>9.1f}{rate / base:>8.2f}x{sp:>11.3f}{sp - ref_sp:>+9.3f}")
-    ref_all = np.concatenate(reference_dev)
+    ref_all, ours_fp32 = dev_vectors[reference_name], dev_vectors["sbert-qdrant fp32"]
     cos = (ref_all * ours_fp32).sum(1) / np.linalg.norm(ref_all, axis=1) / np.linalg.norm(ours_fp32, axis=1)
     print(f"\nfp32 parity on {len(cos)} STS-B dev sentences: min cosine {cos.min():.7f}, mean {cos.mean():.7f}")
     if cuda:
