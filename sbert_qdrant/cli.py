@@ -88,7 +88,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SbertQdrantError, OSError) as exc:
         print(f"sbert-qdrant {args.command}: error: {exc}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
