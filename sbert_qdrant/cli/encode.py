@@ -1,19 +1,16 @@
-"""The ``sbert-qdrant`` command line."""
+"""``sbert-qdrant encode``: texts from a file or stdin to .npy or JSONL."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 import numpy as np
 
-from .encoder import PRECISIONS, SentenceEncoder
-from .errors import SbertQdrantError
+from ..encoder import PRECISIONS, SentenceEncoder
 
 
 def _read_lines(source: TextIO) -> list[str]:
@@ -56,11 +53,7 @@ def _encode(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="sbert-qdrant", description="Sentence-BERT encoders for Qdrant.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
-    commands = parser.add_subparsers(dest="command", required=True)
-
+def add_commands(commands: argparse._SubParsersAction) -> None:
     encode = commands.add_parser("encode", help="embed texts, one per line, into .npy or JSONL")
     encode.add_argument("input", nargs="?", default="-", help="text file, one text per line (default: stdin)")
     encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
@@ -77,14 +70,3 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     encode.set_defaults(run=_encode)
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    try:
-        return int(args.run(args))
-    except (SbertQdrantError, OSError) as exc:
-        print(f"sbert-qdrant {args.command}: error: {exc}", file=sys.stderr)
-        return 2
