@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .collection import DuplicatePair, TextCollection
+from .dedup import Calibration
 from .encoder import (
     DEFAULT_MODEL,
     AttentionPooling,
@@ -13,28 +15,52 @@ from .encoder import (
     WeightedLayerPooling,
 )
 from .errors import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
     InvalidArgumentError,
     InvalidInputError,
     ModelLoadError,
     ModelNotFoundError,
+    PartialWriteError,
     SbertQdrantError,
+    StoreError,
+    StoreInUseError,
+    StoreUnavailableError,
 )
+from .records import Hit, StoredText, TextRecord, UpsertResult
+from .settings import Settings
+from .store import RetryPolicy
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MODEL",
     "AttentionPooling",
+    "Calibration",
+    "CollectionMismatchError",
+    "CollectionNotFoundError",
     "Dense",
+    "DuplicatePair",
+    "Hit",
     "InvalidArgumentError",
     "InvalidInputError",
     "ModelLoadError",
     "ModelNotFoundError",
     "Normalize",
+    "PartialWriteError",
     "Pooling",
+    "RetryPolicy",
     "SbertQdrantError",
     "SentenceEncoder",
+    "Settings",
+    "StoreError",
+    "StoreInUseError",
+    "StoreUnavailableError",
+    "StoredText",
+    "TextCollection",
+    "TextRecord",
     "Transformer",
+    "UpsertResult",
     "WeightedLayerPooling",
     "__version__",
 ]

@@ -3,9 +3,15 @@
 ```
 SbertQdrantError
 ├── InvalidArgumentError   (also ValueError) a parameter value the library cannot use
+│   └── CollectionMismatchError  an existing collection whose vectors differ from the encoder's
 ├── InvalidInputError      (also ValueError) texts or records that cannot be encoded or stored
-└── ModelLoadError         a model that cannot be found or read
-    └── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
+├── ModelLoadError         a model that cannot be found or read
+│   └── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
+└── StoreError             a Qdrant engine refused or failed an operation
+    ├── CollectionNotFoundError (also LookupError) reading a collection that does not exist
+    ├── StoreInUseError    an embedded (Edge) collection folder already opened by another process
+    ├── StoreUnavailableError   transient faults outlasted the retry budget
+    └── PartialWriteError  some batches of an upsert were written and some were not (ids of both)
 ```
 Every message names the offending value and says how to fix it.
 """
@@ -31,3 +37,35 @@ class ModelLoadError(SbertQdrantError):
 
 class ModelNotFoundError(ModelLoadError, FileNotFoundError):
     """No model was found under the given name; the message lists every place tried."""
+
+
+class CollectionMismatchError(InvalidArgumentError):
+    """An existing collection's vector size, distance or name differs from what this collection needs."""
+
+
+class StoreError(SbertQdrantError):
+    """A Qdrant engine refused or failed an operation."""
+
+
+class CollectionNotFoundError(StoreError, LookupError):
+    """A read (search, get, count) on a collection that does not exist yet."""
+
+
+class StoreInUseError(StoreError):
+    """An embedded Qdrant Edge folder is already open in another process (or another instance here)."""
+
+
+class StoreUnavailableError(StoreError):
+    """Transient faults (connection errors, timeouts, 429, 5xx) lasted past the retry budget."""
+
+
+class PartialWriteError(StoreError):
+    """An upsert stopped part-way: ``written_ids`` are stored, ``unwritten_ids`` are not.
+
+    Re-running the same upsert is safe: ids are deterministic, so nothing is duplicated.
+    """
+
+    def __init__(self, message: str, written_ids: list[str], unwritten_ids: list[str]) -> None:
+        super().__init__(message)
+        self.written_ids = written_ids
+        self.unwritten_ids = unwritten_ids

@@ -1,0 +1,252 @@
+"""Texts as Qdrant points: deterministic ids, payload layout, input checks, and the typed results.
+
+A point's payload holds the text under ``"text"``, the caller's key (when one was given) under ``"key"``, and the
+caller's payload fields beside them. Ids are UUIDv5 strings: of the key when given, else of the text, so that
+upserting the same record twice writes the same point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import uuid
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInputError
+
+TEXT_KEY = "text"
+KEY_KEY = "key"
+RESERVED_KEYS = frozenset({TEXT_KEY, KEY_KEY})
+ID_NAMESPACE = uuid.UUID("6f1c1f9e-4b8e-5a57-9c3d-2a6b0d7e51c4")
+
+Key = str | int
+
+
+def text_id(text: str) -> str:
+    """The point id of a text stored without a key."""
+    return str(uuid.uuid5(ID_NAMESPACE, "text:" + text))
+
+
+def key_id(key: Key) -> str:
+    """The point id of a caller's key (``"7"`` and ``7`` are different keys)."""
+    if isinstance(key, bool) or not isinstance(key, (str, int)):
+        raise InvalidInputError(f"id {key!r} is a {type(key).__name__}; ids must be str or int.")
+    return str(uuid.uuid5(ID_NAMESPACE, f"{type(key).__name__}:{key}"))
+
+
+@dataclass(frozen=True)
+class TextRecord:
+    """One text to store, with its optional key (any str/int) and payload."""
+
+    text: str
+    payload: Mapping[str, Any] | None = None
+    id: Key | None = None
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A search result: point id, score, the stored text, the caller's payload and key."""
+
+    id: str
+    score: float
+    text: str | None
+    payload: dict[str, Any] = field(default_factory=dict)
+    key: Key | None = None
+
+
+@dataclass(frozen=True)
+class StoredText:
+    """A stored point read back: id, text, the caller's payload and key, and the vector when asked for."""
+
+    id: str
+    text: str | None
+    payload: dict[str, Any] = field(default_factory=dict)
+    key: Key | None = None
+    vector: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class PreparedPoint:
+    """A checked record ready to encode and write."""
+
+    id: str
+    text: str
+    payload: dict[str, Any]
+
+
+class UpsertResult(list[str]):
+    """The point ids of an upsert, one per input record, plus what happened to them."""
+
+    def __init__(self, ids: Iterable[str] = (), written: int = 0, skipped: int = 0) -> None:
+        super().__init__(ids)
+        #: Points written by this call.
+        self.written = written
+        #: Records left alone because their id was already stored (``on_conflict="skip"``) or repeated.
+        self.skipped = skipped
+
+
+def split_payload(payload: Mapping[str, Any] | None) -> tuple[str | None, Key | None, dict[str, Any]]:
+    """(text, key, the caller's fields) of a stored payload."""
+    fields = dict(payload or {})
+    return fields.pop(TEXT_KEY, None), fields.pop(KEY_KEY, None), fields
+
+
+def check_text(text: object, where: str) -> str:
+    """A text worth storing, or an error naming it and the fix."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where} is {type(text).__name__} ({text!r:.60}), not str; pass text.")
+    if not text.strip():
+        raise InvalidInputError(f"{where} is empty or whitespace only ({text!r:.20}); drop it before upserting.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(
+            f"{where} is not valid Unicode ({exc.reason} at position {exc.start}); "
+            "decode your input with errors='replace' or fix the source."
+        ) from exc
+    return text
+
+
+def check_payload(payload: object, where: str) -> dict[str, Any]:
+    """A JSON-safe payload without reserved keys, or an error naming it and the fix."""
+    if payload is None:
+        return {}
+    if not isinstance(payload, Mapping):
+        raise InvalidInputError(f"{where} is a {type(payload).__name__}; a payload must be a dict.")
+    fields = dict(payload)
+    for name in fields:
+        if not isinstance(name, str):
+            raise InvalidInputError(f"{where} has a non-str key {name!r}; payload keys must be str.")
+    reserved = RESERVED_KEYS.intersection(fields)
+    if reserved:
+        raise InvalidInputError(
+            f"{where} uses the reserved key(s) {sorted(reserved)}: sbert-qdrant stores the text under "
+            f"{TEXT_KEY!r} and your id under {KEY_KEY!r}; rename those fields."
+        )
+    try:
+        json.dumps(fields, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(
+            f"{where} cannot be stored as JSON ({exc}); use str, int, float (finite), bool, None, lists and dicts."
+        ) from exc
+    return fields
+
+
+def _prepare(record: TextRecord, index: int) -> PreparedPoint:
+    text = check_text(record.text, f"texts[{index}]")
+    fields = check_payload(record.payload, f"payloads[{index}]")
+    if record.id is None:
+        return PreparedPoint(text_id(text), text, {TEXT_KEY: text, **fields})
+    try:
+        point_id = key_id(record.id)
+    except InvalidInputError as exc:
+        raise InvalidInputError(f"ids[{index}]: {exc}") from None
+    return PreparedPoint(point_id, text, {TEXT_KEY: text, KEY_KEY: record.id, **fields})
+
+
+def _as_record(item: object, index: int) -> TextRecord:
+    if isinstance(item, TextRecord):
+        return item
+    if isinstance(item, str):
+        return TextRecord(item)
+    if isinstance(item, Mapping):
+        unknown = set(item) - {"text", "payload", "id"}
+        if "text" not in item or unknown:
+            raise InvalidInputError(
+                f"records[{index}] must have 'text' and may have 'payload' and 'id'; got keys {sorted(map(str, item))}."
+            )
+        return TextRecord(item["text"], item.get("payload"), item.get("id"))
+    raise InvalidInputError(
+        f"records[{index}] is a {type(item).__name__}; pass str, dict(text=, payload=, id=) or TextRecord."
+    )
+
+
+class _Deduplicator:
+    """Drops a text-derived id seen before (same text, same payload); refuses any other repeat."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def keep(self, point: PreparedPoint, index: int) -> bool:
+        earlier = self.seen.get(point.id)
+        if earlier is None:
+            self.seen[point.id] = (index, point.payload)
+            return True
+        first, payload = earlier
+        if KEY_KEY in point.payload:
+            raise InvalidInputError(
+                f"ids[{index}] repeats ids[{first}] ({point.payload[KEY_KEY]!r}); ids must be unique in one call."
+            )
+        if payload != point.payload:
+            raise InvalidInputError(
+                f"texts[{index}] repeats texts[{first}] with a different payload; both would get the same id. "
+                "Pass ids= to store them as separate records."
+            )
+        return False
+
+
+def prepared_chunks(
+    texts: Iterable[object], ids: Sequence[Key] | None, payloads: Sequence[Any] | None, chunk_size: int
+) -> Iterator[tuple[list[str], list[PreparedPoint]]]:
+    """(ids of the chunk's records, the points to write) per chunk, in input order.
+
+    A sequence of texts is checked whole before the first chunk comes out, so bad input writes nothing. Any other
+    iterable (records or texts, streamed) is checked chunk by chunk, each before it is written.
+    """
+    if isinstance(texts, (str, bytes, Mapping)) or texts is None:
+        raise InvalidInputError(
+            f"texts must be a list of str or an iterable of records, not {type(texts).__name__}; "
+            "wrap a single text in a list."
+        )
+    if isinstance(texts, Sequence):
+        for name, values in (("ids", ids), ("payloads", payloads)):
+            if values is not None and len(values) != len(texts):
+                raise InvalidInputError(f"{name} has {len(values)} items but texts has {len(texts)}; pass one each.")
+        records = [
+            _as_record(t, i)
+            if ids is None and payloads is None
+            else TextRecord(
+                t,
+                payloads[i] if payloads is not None else None,
+                ids[i] if ids is not None else None,
+            )
+            for i, t in enumerate(texts)
+        ]
+        yield from _chunks(records, chunk_size)
+        return
+    if ids is not None or payloads is not None:
+        raise InvalidInputError("ids= and payloads= need a list of texts; put id and payload in each record instead.")
+    yield from _chunks((_as_record(t, i) for i, t in enumerate(texts)), chunk_size, eager=False)
+
+
+def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while batch := list(itertools.islice(iterator, size)):
+        yield batch
+
+
+def _chunks(
+    records: Iterable[TextRecord], chunk_size: int, eager: bool = True
+) -> Iterator[tuple[list[str], list[PreparedPoint]]]:
+    dedup = _Deduplicator()
+    numbered = enumerate(records)
+
+    def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[str], list[PreparedPoint]]:
+        ids, keep = [], []
+        for index, record in batch:
+            point = _prepare(record, index)
+            ids.append(point.id)
+            if dedup.keep(point, index):
+                keep.append(point)
+        return ids, keep
+
+    if eager:
+        checked = [check(batch) for batch in _batched(numbered, chunk_size)]
+        yield from checked
+        return
+    for batch in _batched(numbered, chunk_size):
+        yield check(batch)

@@ -1,0 +1,135 @@
+"""The store over qdrant-client: a Qdrant server, Qdrant Cloud, or qdrant-client's local mode."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from qdrant_client import QdrantClient, models
+
+from ..errors import StoreError
+from . import _requests as rq
+from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec
+from .retry import RetryPolicy
+
+
+class ClientStore:
+    """Every call goes through one retry policy (transient faults only; local mode never has them).
+
+    close_client: whether ``close()`` closes the client (False for a client the caller owns).
+    """
+
+    def __init__(
+        self,
+        client: QdrantClient,
+        retry: RetryPolicy | None = None,
+        close_client: bool = True,
+        optimize_timeout: float = 600.0,
+    ) -> None:
+        self.client = client
+        self.retry = retry or RetryPolicy()
+        self.close_client = close_client
+        self.optimize_timeout = optimize_timeout
+
+    def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        return self.retry.call(what, getattr(self.client, method), *args, **kwargs)
+
+    def describe(self, name: str) -> dict[str, VectorSpec] | None:
+        if not self._call(f"collection_exists({name!r})", "collection_exists", name):
+            return None
+        return rq.vector_specs(self._call(f"get_collection({name!r})", "get_collection", name))
+
+    def create(self, spec: CollectionSpec) -> None:
+        try:
+            self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
+        except StoreError:
+            # A retried create whose first attempt landed answers "already exists": that is success.
+            if self.describe(spec.name) != {spec.vector_name: spec.vector}:
+                raise
+
+    def drop(self, name: str) -> None:
+        self._call(f"delete_collection({name!r})", "delete_collection", name)
+
+    def metadata(self, name: str) -> Payload:
+        info = self._call(f"get_collection({name!r})", "get_collection", name)
+        return dict(info.config.metadata or {})
+
+    def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
+        self._call(f"update_collection({name!r})", "update_collection", name, metadata=dict(values))
+
+    def upsert(
+        self,
+        name: str,
+        vector_name: str,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        payloads: Sequence[Payload],
+        wait: bool,
+    ) -> None:
+        batch = rq.points_batch(vector_name, ids, vectors, payloads)
+        self._call(f"upsert of {len(ids)} points into {name!r}", "upsert", name, points=batch, wait=wait)
+
+    def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]:
+        found = self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_payload=False)
+        return {str(r.id) for r in found}
+
+    def query(
+        self,
+        name: str,
+        vector_name: str,
+        vectors: np.ndarray,
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+    ) -> list[list[ScoredRecord]]:
+        requests = rq.query_requests(vector_name, vectors, limit, query_filter, score_threshold, with_payload)
+        return rq.scored(self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
+
+    def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
+        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        found = self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_vectors=vectors)
+        return rq.stored(found, vector_name)
+
+    def scroll(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> Iterator[list[StoredRecord]]:
+        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                f"scroll of {name!r}", "scroll", name, limit=batch_size, offset=offset, with_vectors=vectors
+            )
+            if records:
+                yield rq.stored(records, vector_name)
+            if offset is None:
+                return
+
+    def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None:
+        selector = rq.points_selector(ids, query_filter)
+        self._call(f"delete from {name!r}", "delete", name, points_selector=selector, wait=wait)
+
+    def count(self, name: str, query_filter: models.Filter | None) -> int:
+        return int(self._call(f"count of {name!r}", "count", name, count_filter=query_filter, exact=True).count)
+
+    def create_payload_index(self, name: str, field_name: str, schema: models.PayloadSchemaType) -> None:
+        self._call(
+            f"create_payload_index({field_name!r}) on {name!r}",
+            "create_payload_index",
+            name,
+            field_name=field_name,
+            field_schema=schema,
+            wait=True,
+        )
+
+    def optimize(self, name: str) -> None:
+        """Wait until the server reports the collection green (indexed), up to ``optimize_timeout`` seconds."""
+        deadline = time.monotonic() + self.optimize_timeout
+        while self._call(f"get_collection({name!r})", "get_collection", name).status != models.CollectionStatus.GREEN:
+            if time.monotonic() > deadline:
+                raise StoreError(f"collection {name!r} was not green after {self.optimize_timeout:.0f} s of indexing.")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        if self.close_client:
+            self.client.close()

@@ -1,0 +1,250 @@
+"""The embedded store: Qdrant Edge (the real Qdrant engine in-process), one shard folder per collection.
+
+Layout under ``location``: ``<collection>/shard/`` (the engine's files) and ``<collection>/metadata.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import qdrant_edge as qe
+from qdrant_client import models
+
+from ..errors import InvalidArgumentError, StoreError, StoreInUseError
+from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec
+from .edge_filters import to_edge_filter
+
+_DISTANCES = {
+    "cosine": qe.Distance.Cosine,
+    "dot": qe.Distance.Dot,
+    "euclid": qe.Distance.Euclid,
+    "manhattan": qe.Distance.Manhattan,
+}
+# Qdrant's own defaults, for settings an HnswConfigDiff leaves out.
+_HNSW_DEFAULTS = {"m": 16, "ef_construct": 100, "full_scan_threshold": 10_000}
+
+
+class _OpenShard:
+    """One EdgeShard shared by every store of this process that opens the folder (the engine locks it)."""
+
+    def __init__(self, shard: qe.EdgeShard) -> None:
+        self.shard = shard
+        self.users = 0
+        self.write_lock = threading.Lock()
+
+
+_open_shards: dict[Path, _OpenShard] = {}
+_registry_lock = threading.Lock()
+
+
+def _engine_call(what: str, fn: Any, *args: Any) -> Any:
+    try:
+        return fn(*args)
+    except Exception as exc:  # the engine raises plain Exception with a message
+        raise StoreError(f"{what} failed in Qdrant Edge: {exc}") from exc
+
+
+class EdgeStore:
+    """Collections as Qdrant Edge shards under one folder."""
+
+    def __init__(self, location: str | os.PathLike[str]) -> None:
+        self.location = Path(location).expanduser().resolve()
+        if self.location.exists() and not self.location.is_dir():
+            raise InvalidArgumentError(f"location={str(location)!r} is a file; pass a folder for Qdrant Edge data.")
+        self._mine: dict[str, _OpenShard] = {}
+
+    def _folder(self, name: str) -> Path:
+        return self.location / name
+
+    def _shard(self, name: str) -> _OpenShard:
+        opened = self._mine.get(name)
+        if opened is not None:
+            return opened
+        path = self._folder(name) / "shard"
+        with _registry_lock:
+            opened = _open_shards.get(path)
+            if opened is None:
+                try:
+                    opened = _OpenShard(qe.EdgeShard.load(str(path)))
+                except Exception as exc:
+                    if "WouldBlock" in str(exc):
+                        raise StoreInUseError(
+                            f"the Qdrant Edge collection at {path.parent} is open in another process; close it "
+                            "there (TextCollection.close()) or give this one another location."
+                        ) from exc
+                    raise StoreError(f"cannot open the Qdrant Edge collection at {path.parent}: {exc}") from exc
+                _open_shards[path] = opened
+            opened.users += 1
+        self._mine[name] = opened
+        return opened
+
+    def describe(self, name: str) -> dict[str, VectorSpec] | None:
+        config_file = self._folder(name) / "shard" / "edge_config.json"
+        if not config_file.is_file():
+            return None
+        vectors = json.loads(config_file.read_text(encoding="utf-8")).get("vectors", {})
+        return {key: VectorSpec(int(v["size"]), str(v["distance"]).lower()) for key, v in vectors.items()}
+
+    def create(self, spec: CollectionSpec) -> None:
+        folder = self._folder(spec.name)
+        hnsw = None
+        if spec.hnsw is not None:
+            given = spec.hnsw.model_dump(exclude_none=True)
+            hnsw = qe.HnswIndexConfig(**{k: given.get(k, v) for k, v in _HNSW_DEFAULTS.items()})
+        quantization: Any = None
+        if spec.quantization == "int8":
+            quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+        elif spec.quantization == "binary":
+            quantization = qe.BinaryQuantizationConfig(always_ram=True)
+        params = qe.EdgeVectorParams(
+            size=spec.vector.size,
+            distance=_DISTANCES[spec.vector.distance],
+            memory=qe.Memory.Cold if spec.on_disk else None,
+        )
+        config = qe.EdgeConfig(vectors={spec.vector_name: params}, hnsw_config=hnsw, quantization_config=quantization)
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_metadata(spec.name, spec.metadata)
+        _engine_call(f"creating collection {spec.name!r}", qe.EdgeShard.create, str(folder / "shard"), config).close()
+
+    def drop(self, name: str) -> None:
+        self._release(name)
+        with _registry_lock:
+            if (self._folder(name) / "shard") in _open_shards:
+                raise StoreInUseError(f"collection {name!r} is still open in another TextCollection; close it first.")
+        shutil.rmtree(self._folder(name), ignore_errors=True)
+
+    def metadata(self, name: str) -> Payload:
+        path = self._folder(name) / "metadata.json"
+        return dict(json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else {}
+
+    def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
+        self._write_metadata(name, {**self.metadata(name), **values})
+
+    def _write_metadata(self, name: str, values: Mapping[str, Any]) -> None:
+        path = self._folder(name) / "metadata.json"
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(dict(values), f, ensure_ascii=False, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def upsert(
+        self,
+        name: str,
+        vector_name: str,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        payloads: Sequence[Payload],
+        wait: bool,
+    ) -> None:
+        rows: list[list[float]] = vectors.tolist()
+        points = [
+            qe.Point(id=i, vector={vector_name: row}, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)
+        ]
+        opened = self._shard(name)
+        with opened.write_lock:
+            _engine_call(f"upsert into {name!r}", opened.shard.update, qe.UpdateOperation.upsert_points(points))
+
+    def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]:
+        found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), False, False)
+        return {str(r.id) for r in found}
+
+    def query(
+        self,
+        name: str,
+        vector_name: str,
+        vectors: np.ndarray,
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+    ) -> list[list[ScoredRecord]]:
+        edge_filter = to_edge_filter(query_filter)
+        requests = [
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(row, using=vector_name),
+                filter=edge_filter,
+                score_threshold=score_threshold,
+                with_payload=with_payload,
+            )
+            for row in vectors.tolist()
+        ]
+        results = _engine_call(
+            f"query of {name!r}", self._shard(name).shard.query_batch, qe.QueryBatchRequest(requests)
+        )
+        return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in points] for points in results]
+
+    def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
+        found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), True, with_vectors)
+        return [_stored(r, vector_name) for r in found]
+
+    def scroll(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> Iterator[list[StoredRecord]]:
+        shard = self._shard(name).shard
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=batch_size, with_payload=True, with_vector=with_vectors)
+            records, offset = _engine_call(f"scroll of {name!r}", shard.scroll, request)
+            if records:
+                yield [_stored(r, vector_name) for r in records]
+            if offset is None:
+                return
+
+    def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None:
+        if ids is not None:
+            operation = qe.UpdateOperation.delete_points(list(ids))
+        else:
+            operation = qe.UpdateOperation.delete_points_by_filter(to_edge_filter(query_filter) or qe.Filter())
+        opened = self._shard(name)
+        with opened.write_lock:
+            _engine_call(f"delete from {name!r}", opened.shard.update, operation)
+
+    def count(self, name: str, query_filter: models.Filter | None) -> int:
+        request = qe.CountRequest(exact=True, filter=to_edge_filter(query_filter))
+        return int(_engine_call(f"count of {name!r}", self._shard(name).shard.count, request))
+
+    def create_payload_index(self, name: str, field_name: str, schema: models.PayloadSchemaType) -> None:
+        edge_schema = getattr(qe.PayloadSchemaType, models.PayloadSchemaType(schema).name.capitalize())
+        opened = self._shard(name)
+        with opened.write_lock:
+            operation = qe.UpdateOperation.create_field_index(field_name, edge_schema)
+            _engine_call(f"create_payload_index({field_name!r}) on {name!r}", opened.shard.update, operation)
+
+    def optimize(self, name: str) -> None:
+        """Merge segments and build the HNSW index now (the engine does not run optimizers in the background)."""
+        opened = self._shard(name)
+        with opened.write_lock:
+            _engine_call(f"optimize of {name!r}", opened.shard.optimize)
+
+    def _release(self, name: str) -> None:
+        opened = self._mine.pop(name, None)
+        if opened is None:
+            return
+        with _registry_lock:
+            opened.users -= 1
+            if opened.users == 0:
+                path = next(p for p, o in _open_shards.items() if o is opened)
+                del _open_shards[path]
+                opened.shard.flush()
+                opened.shard.close()
+
+    def close(self) -> None:
+        for name in list(self._mine):
+            self._release(name)
+
+
+def _stored(record: Any, vector_name: str) -> StoredRecord:
+    vector = record.vector
+    if isinstance(vector, dict):
+        vector = vector.get(vector_name)
+    return StoredRecord(
+        str(record.id), record.payload, None if vector is None else np.asarray(vector, dtype=np.float32)
+    )
