@@ -1,0 +1,213 @@
+"""``sbert-qdrant train`` and ``sbert-qdrant evaluate``: fine-tune an encoder on files, score it on files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..encoder import SentenceEncoder
+from ..errors import InvalidArgumentError
+from ..training import (
+    NLI_LABELS,
+    CosineSimilarityLoss,
+    Evaluator,
+    Example,
+    MultipleNegativesRankingLoss,
+    Objective,
+    OnlineContrastiveLoss,
+    PairClassificationEvaluator,
+    RetrievalEvaluator,
+    SoftmaxLoss,
+    STSEvaluator,
+    Trainer,
+    TrainingConfig,
+    TripletLoss,
+    read_examples,
+)
+from ..training.data import LabelKind, iter_rows
+
+#: objective -> (loss class, label kind, label column candidates, text column candidates).
+_OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+    "softmax-nli": (
+        SoftmaxLoss,
+        "class",
+        ("label", "gold_label"),
+        (("premise", "hypothesis"), ("sentence1", "sentence2")),
+    ),
+    "cosine": (CosineSimilarityLoss, "score", ("score", "label"), (("sentence1", "sentence2"),)),
+    "triplet": (TripletLoss, None, (), (("anchor", "positive", "negative"),)),
+    "mnrl": (
+        MultipleNegativesRankingLoss,
+        None,
+        (),
+        (("anchor", "positive", "negative"), ("anchor", "positive"), ("sentence1", "sentence2")),
+    ),
+    "contrastive": (
+        OnlineContrastiveLoss,
+        "binary",
+        ("is_duplicate", "label"),
+        (("question1", "question2"), ("sentence1", "sentence2")),
+    ),
+}
+_PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
+
+
+def _columns(path: str, given: str | None, candidates: Sequence[Sequence[str]], what: str) -> list[str]:
+    """The text columns: as given (comma-separated), else the first candidate set the file's first row has."""
+    if given:
+        return [c.strip() for c in given.split(",")]
+    first = next((row for _, row in iter_rows(path)), {})
+    for names in candidates:
+        if all(n in first for n in names):
+            return list(names)
+    options = " or ".join(",".join(c) for c in candidates)
+    raise InvalidArgumentError(
+        f"{path} has columns {list(first)}, none of the {what} defaults ({options}); name them with --columns."
+    )
+
+
+def _label_column(path: str, given: str | None, candidates: Sequence[str]) -> str:
+    if given:
+        return given
+    first = next((row for _, row in iter_rows(path)), {})
+    found = next((c for c in candidates if c in first), None)
+    if found is None:
+        raise InvalidArgumentError(f"{path} has no label column {list(candidates)}; name it with --label-column.")
+    return found
+
+
+def _task(
+    args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder
+) -> tuple[Objective, list[Example]]:
+    loss_class, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
+    texts = _columns(path, args.columns, text_candidates, objective)
+    label = _label_column(path, args.label_column, label_candidates) if kind else None
+    options: dict[str, Any] = {"errors": "warn" if args.skip_bad_rows else "raise", "limit": args.limit}
+    if kind == "class":
+        options["label_map"] = {name: i for i, name in enumerate(NLI_LABELS)}
+    examples = read_examples(path, texts, label, kind or "class", max_score=args.max_score, **options)
+    return loss_class(encoder), examples
+
+
+def _pairs(args: argparse.Namespace, path: str, label_candidates: Sequence[str], kind: LabelKind) -> list[Example]:
+    texts = _columns(path, args.eval_columns, _PAIR_COLUMNS, "pair")
+    label = _label_column(path, None, label_candidates)
+    return read_examples(path, texts, label, kind, max_score=args.max_score)
+
+
+def _evaluators(args: argparse.Namespace) -> list[tuple[str, str, Evaluator]]:
+    found: list[tuple[str, str, Evaluator]] = []
+    for path in args.eval_sts or []:
+        rows = _pairs(args, path, ("score", "label"), "score")
+        found.append(("sts", path, STSEvaluator(*_split(rows), [float(r.label or 0) for r in rows])))
+    for path in args.eval_pairs or []:
+        rows = _pairs(args, path, ("is_duplicate", "label"), "binary")
+        found.append(("pairs", path, PairClassificationEvaluator(*_split(rows), [int(r.label or 0) for r in rows])))
+    for path in getattr(args, "eval_retrieval", None) or []:
+        rows = read_examples(path, _columns(path, args.eval_columns, _PAIR_COLUMNS, "retrieval"))
+        queries = {i: r.texts[0] for i, r in enumerate(rows)}
+        corpus = {text: text for r in rows for text in r.texts[1:2]}
+        relevant = {i: {r.texts[1]} for i, r in enumerate(rows)}
+        found.append(("retrieval", path, RetrievalEvaluator(queries, corpus, relevant)))
+    return found
+
+
+def _split(rows: list[Example]) -> tuple[list[str], list[str]]:
+    return [r.texts[0] for r in rows], [r.texts[1] for r in rows]
+
+
+def _train(args: argparse.Namespace) -> int:
+    objectives = args.objective or ["softmax-nli"]
+    if len(objectives) == 1:
+        objectives = objectives * len(args.train)
+    if len(objectives) != len(args.train):
+        raise InvalidArgumentError(
+            f"got {len(args.objective)} --objective and {len(args.train)} --train; give one objective, or one per file."
+        )
+    evaluators = _evaluators(args)
+    if len(evaluators) > 1:
+        raise InvalidArgumentError("give one --eval-sts or --eval-pairs file; the best model is kept by its metric.")
+    encoder = SentenceEncoder.load(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
+    config = TrainingConfig(
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        warmup_ratio=args.warmup_ratio,
+        precision=args.precision,
+        seed=args.seed,
+        eval_steps=args.eval_steps,
+        checkpoint_steps=args.checkpoint_steps,
+        show_progress_bar=args.progress,
+    )
+    evaluator = evaluators[0][2] if evaluators else None
+    trainer = Trainer(encoder, tasks, config, evaluator=evaluator, output_dir=args.output)
+    if evaluator is not None:
+        print(json.dumps({"step": 0, **evaluator(encoder)}))
+    result = trainer.fit(resume_from=args.output if args.resume else None)
+    for step, metrics in result.evaluations:
+        print(json.dumps({"step": step, **metrics}))
+    best = f", best {evaluator.primary_metric} {result.best_metric:.2f} at step {result.best_step}" if evaluator else ""
+    print(
+        f"trained {result.steps} steps ({result.examples_per_second:.1f} examples/s){best} -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    evaluators = _evaluators(args)
+    if not evaluators:
+        raise InvalidArgumentError("nothing to evaluate; give --sts, --pairs or --retrieval FILE.")
+    encoder = SentenceEncoder.load(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    for name, path, evaluator in evaluators:
+        print(json.dumps({"evaluator": name, "file": path, **evaluator(encoder)}))
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
+    parser.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
+    parser.add_argument("--eval-columns", default=None, help="text columns of the evaluation files, comma-separated")
+    parser.add_argument("--max-score", type=float, default=5.0, help="top of the score scale (STS-B: 5)")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    train = commands.add_parser("train", help="fine-tune an encoder on pairs or triplets from TSV/CSV/JSONL files")
+    train.add_argument("--objective", action="append", choices=sorted(_OBJECTIVES), help="one, or one per --train")
+    train.add_argument("--train", action="append", required=True, metavar="FILE", help="training file (repeatable)")
+    train.add_argument("--output", required=True, type=Path, help="folder for the trained model and checkpoints")
+    train.add_argument("--eval-sts", action="append", metavar="FILE", help="STS pairs with a score column")
+    train.add_argument("--eval-pairs", action="append", metavar="FILE", help="pairs with a 0/1 duplicate column")
+    train.add_argument("--columns", default=None, help="text columns of the training files, comma-separated")
+    train.add_argument("--label-column", default=None, help="label column (default: by objective)")
+    train.add_argument("--limit", type=int, default=None, help="read at most this many rows per training file")
+    train.add_argument("--skip-bad-rows", action="store_true", help="warn about malformed rows and skip them")
+    train.add_argument("--epochs", type=int, default=1)
+    train.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (overrides --epochs)")
+    train.add_argument("--batch-size", type=int, default=16)
+    train.add_argument("--lr", type=float, default=2e-5)
+    train.add_argument("--warmup-ratio", type=float, default=0.1)
+    train.add_argument("--precision", default="auto", choices=("auto", "fp32", "bf16", "fp16"))
+    train.add_argument("--seed", type=int, default=42)
+    train.add_argument("--eval-steps", type=int, default=None, help="evaluate every N steps (and at the end)")
+    train.add_argument("--checkpoint-steps", type=int, default=None, help="write a resumable checkpoint every N steps")
+    train.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
+    train.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    _common(train)
+    train.set_defaults(run=_train)
+
+    evaluate = commands.add_parser("evaluate", help="score an encoder on STS, duplicate-pair or retrieval files")
+    evaluate.add_argument("--sts", dest="eval_sts", action="append", metavar="FILE", help="pairs with a score")
+    evaluate.add_argument("--pairs", dest="eval_pairs", action="append", metavar="FILE", help="0/1 labelled pairs")
+    evaluate.add_argument(
+        "--retrieval", dest="eval_retrieval", action="append", metavar="FILE", help="(query, relevant text) pairs"
+    )
+    _common(evaluate)
+    evaluate.set_defaults(run=_evaluate)

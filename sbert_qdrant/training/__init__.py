@@ -1,0 +1,57 @@
+"""Fine-tuning: data readers, the SBERT objectives, a trainer and evaluators. Uses the encoder, never the store."""
+
+from __future__ import annotations
+
+from .checkpoint import CheckpointError
+from .data import (
+    NLI_LABELS,
+    DataFormatError,
+    Example,
+    read_binary_pairs,
+    read_examples,
+    read_nli,
+    read_scored_pairs,
+    read_texts,
+)
+from .evaluation import Evaluator, PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
+from .losses import (
+    Batch,
+    CoSENTLoss,
+    CosineSimilarityLoss,
+    MultipleNegativesRankingLoss,
+    Objective,
+    OnlineContrastiveLoss,
+    SoftmaxLoss,
+    TripletLoss,
+    make_batch,
+)
+from .trainer import Trainer, TrainingConfig, TrainingResult, warmup_linear
+
+__all__ = [
+    "NLI_LABELS",
+    "Batch",
+    "CheckpointError",
+    "CoSENTLoss",
+    "CosineSimilarityLoss",
+    "DataFormatError",
+    "Evaluator",
+    "Example",
+    "MultipleNegativesRankingLoss",
+    "Objective",
+    "OnlineContrastiveLoss",
+    "PairClassificationEvaluator",
+    "RetrievalEvaluator",
+    "STSEvaluator",
+    "SoftmaxLoss",
+    "Trainer",
+    "TrainingConfig",
+    "TrainingResult",
+    "TripletLoss",
+    "make_batch",
+    "read_binary_pairs",
+    "read_examples",
+    "read_nli",
+    "read_scored_pairs",
+    "read_texts",
+    "warmup_linear",
+]

@@ -1,0 +1,204 @@
+"""Evaluators: STS (Spearman/Pearson), pair classification (accuracy, F1, AP) and retrieval (MRR, nDCG, recall).
+
+An evaluator is called with an encoder and returns ``{metric: value}``; ``primary_metric`` names the one the
+trainer keeps the best checkpoint by. Correlations, accuracy, F1, AP, MRR, nDCG and recall are percentages
+(x100); thresholds are cosine values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from ..encoder import SentenceEncoder
+from ..errors import InvalidArgumentError, InvalidInputError
+
+
+class Evaluator(Protocol):
+    """Anything the trainer can evaluate with: callable on an encoder, naming its primary metric."""
+
+    primary_metric: str
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]: ...
+
+
+def _pair_cosines(encoder: SentenceEncoder, left: Sequence[str], right: Sequence[str], batch_size: int) -> np.ndarray:
+    texts = list(dict.fromkeys([*left, *right]))  # each distinct text encoded once
+    vectors = np.asarray(encoder.encode(texts, batch_size=batch_size, normalize=True))
+    index = {text: i for i, text in enumerate(texts)}
+    a = vectors[[index[t] for t in left]]
+    b = vectors[[index[t] for t in right]]
+    return (a * b).sum(axis=1)
+
+
+def _checked_pairs(left: Sequence[str], right: Sequence[str], gold: Sequence[Any]) -> None:
+    if not len(left) == len(right) == len(gold) or not left:
+        raise InvalidInputError(
+            f"got {len(left)} first texts, {len(right)} second texts and {len(gold)} labels; "
+            "pass one label per pair and at least one pair."
+        )
+
+
+class STSEvaluator:
+    """Spearman and Pearson correlation (x100) of cos(u, v) with gold similarity scores."""
+
+    primary_metric = "spearman"
+
+    def __init__(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], scores: Sequence[float], batch_size: int = 64
+    ) -> None:
+        _checked_pairs(sentences1, sentences2, scores)
+        self.sentences1, self.sentences2 = list(sentences1), list(sentences2)
+        self.scores = np.asarray(scores, dtype=np.float64)
+        self.batch_size = batch_size
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+        cosine = _pair_cosines(encoder, self.sentences1, self.sentences2, self.batch_size)
+        return {
+            "spearman": 100 * float(spearmanr(cosine, self.scores).statistic),
+            "pearson": 100 * float(pearsonr(cosine, self.scores).statistic),
+        }
+
+
+def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Average precision of ranking by ``scores`` (ties share one threshold, as scikit-learn counts them)."""
+    order = np.argsort(-scores, kind="stable")
+    s, y = scores[order], labels[order].astype(np.float64)
+    positives = y.sum()
+    if positives == 0:
+        return 0.0
+    last_of_tie = np.r_[np.diff(s) != 0, True]
+    true_pos = np.cumsum(y)[last_of_tie]
+    predicted = (np.arange(1, len(s) + 1))[last_of_tie]
+    precision = true_pos / predicted
+    recall_gain = np.diff(np.r_[0.0, true_pos]) / positives
+    return float((precision * recall_gain).sum())
+
+
+def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    """Best accuracy and best F1 over all cosine thresholds (a pair is positive when its score >= threshold)."""
+    order = np.argsort(-scores, kind="stable")
+    s, y = scores[order], labels[order].astype(np.int64)
+    n, positives = len(y), int(y.sum())
+    last_of_tie = np.r_[np.diff(s) != 0, True]
+    true_pos = np.cumsum(y)[last_of_tie]
+    predicted = np.arange(1, n + 1)[last_of_tie]
+    cut = s[last_of_tie]
+    accuracy = (true_pos + (n - positives) - (predicted - true_pos)) / n
+    best_acc = int(np.argmax(accuracy))
+    f1 = 2 * true_pos / np.maximum(predicted + positives, 1)
+    best_f1 = int(np.argmax(f1))
+    return {
+        "accuracy": 100 * float(accuracy[best_acc]),
+        "accuracy_threshold": float(cut[best_acc]),
+        "f1": 100 * float(f1[best_f1]),
+        "f1_threshold": float(cut[best_f1]),
+        "precision": 100 * float(true_pos[best_f1] / predicted[best_f1]),
+        "recall": 100 * float(true_pos[best_f1] / max(positives, 1)),
+    }
+
+
+class PairClassificationEvaluator:
+    """Duplicate detection from cosine: best-threshold accuracy and F1 (with precision, recall) and AP (primary)."""
+
+    primary_metric = "ap"
+
+    def __init__(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], labels: Sequence[int], batch_size: int = 64
+    ) -> None:
+        _checked_pairs(sentences1, sentences2, labels)
+        values = np.asarray(labels)
+        if not np.isin(values, (0, 1)).all():
+            raise InvalidInputError(f"labels must be 0 or 1; found {sorted(set(values.tolist()) - {0, 1})[:5]}.")
+        self.sentences1, self.sentences2 = list(sentences1), list(sentences2)
+        self.labels = values.astype(np.int64)
+        self.batch_size = batch_size
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+        cosine = _pair_cosines(encoder, self.sentences1, self.sentences2, self.batch_size)
+        return {**best_thresholds(cosine, self.labels), "ap": 100 * average_precision(cosine, self.labels)}
+
+
+class TextSearcher(Protocol):
+    """What retrieval evaluation needs from a collection: ``search_text`` returning hits with an ``id``."""
+
+    def search_text(self, query: str, limit: int = 10) -> Sequence[Any]: ...
+
+
+def _ranking_metrics(ranked: Sequence[Hashable], relevant: set[Hashable], k_values: Iterable[int]) -> dict[str, float]:
+    hits = [doc in relevant for doc in ranked]
+    first = next((rank for rank, hit in enumerate(hits[:10], start=1) if hit), None)
+    dcg = sum(1 / math.log2(rank + 1) for rank, hit in enumerate(hits[:10], start=1) if hit)
+    ideal = sum(1 / math.log2(rank + 1) for rank in range(1, min(len(relevant), 10) + 1))
+    metrics = {"mrr@10": 1 / first if first else 0.0, "ndcg@10": dcg / ideal}
+    for k in k_values:
+        metrics[f"recall@{k}"] = sum(hits[:k]) / len(relevant)
+    return metrics
+
+
+class RetrievalEvaluator:
+    """MRR@10, nDCG@10 (primary) and recall@k of queries against a corpus, averaged over queries.
+
+    relevant: query id -> ids of its relevant corpus documents. Without ``searcher`` the corpus is encoded
+    and searched by exact cosine in memory; with one (e.g. a TextCollection already holding the corpus under
+    the same ids) its ``search_text`` answers the queries and the encoder argument is not used.
+    """
+
+    primary_metric = "ndcg@10"
+
+    def __init__(
+        self,
+        queries: Mapping[Any, str],
+        corpus: Mapping[Any, str],
+        relevant: Mapping[Any, Iterable[Any]],
+        k_values: Sequence[int] = (1, 5, 10),
+        searcher: TextSearcher | None = None,
+        batch_size: int = 64,
+    ) -> None:
+        if not k_values or any(k < 1 for k in k_values):
+            raise InvalidArgumentError(f"k_values={list(k_values)!r} must be positive integers.")
+        self.relevant = {q: set(docs) for q, docs in relevant.items() if q in queries and set(docs)}
+        if not self.relevant:
+            raise InvalidInputError("no query has a relevant document; relevant maps query ids to corpus ids.")
+        unknown = [d for docs in self.relevant.values() for d in docs if d not in corpus]
+        if unknown and searcher is None:
+            raise InvalidInputError(f"relevant names ids not in the corpus, e.g. {unknown[0]!r}; add them to corpus.")
+        self.queries = {q: queries[q] for q in self.relevant}
+        self.corpus_ids = list(corpus)
+        self.corpus_texts = [corpus[d] for d in self.corpus_ids]
+        self.k_values = tuple(k_values)
+        self.searcher = searcher
+        self.batch_size = batch_size
+
+    @property
+    def depth(self) -> int:
+        return max(10, *self.k_values)
+
+    def _rank_in_memory(self, encoder: SentenceEncoder) -> list[list[Hashable]]:
+        docs = np.asarray(encoder.encode(self.corpus_texts, batch_size=self.batch_size, normalize=True))
+        queries = np.asarray(encoder.encode(list(self.queries.values()), batch_size=self.batch_size, normalize=True))
+        depth = min(self.depth, len(docs))
+        ranked = []
+        for start in range(0, len(queries), 1024):  # bounded memory for the score block
+            scores = queries[start : start + 1024] @ docs.T
+            top = np.argpartition(-scores, depth - 1, axis=1)[:, :depth]
+            for row, candidates in zip(scores, top, strict=True):
+                best = candidates[np.argsort(-row[candidates], kind="stable")]
+                ranked.append([self.corpus_ids[i] for i in best])
+        return ranked
+
+    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+        if self.searcher is None:
+            ranked = self._rank_in_memory(encoder)
+        else:
+            searcher = self.searcher
+            ranked = [[hit.id for hit in searcher.search_text(q, limit=self.depth)] for q in self.queries.values()]
+        totals: dict[str, float] = {}
+        for docs, query_id in zip(ranked, self.queries, strict=True):
+            for name, value in _ranking_metrics(docs, self.relevant[query_id], self.k_values).items():
+                totals[name] = totals.get(name, 0.0) + value
+        return {name: 100 * value / len(self.queries) for name, value in totals.items()}

@@ -1,0 +1,50 @@
+"""TripletLoss: the anchor must be closer to the positive than to the negative by a margin."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import torch
+from torch import nn
+
+from ...encoder import SentenceEncoder
+from ...errors import InvalidArgumentError
+from .base import Batch, LabelKind, Objective
+
+Distance = Literal["euclidean", "cosine", "manhattan"]
+DISTANCES: tuple[str, ...] = ("euclidean", "cosine", "manhattan")
+
+
+def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: Distance) -> torch.Tensor:
+    """Row-wise distance between two ``(batch, dim)`` tensors."""
+    if distance == "euclidean":
+        return (a - b).norm(p=2, dim=1)
+    if distance == "manhattan":
+        return (a - b).abs().sum(dim=1)
+    return 1 - nn.functional.cosine_similarity(a, b, dim=1)
+
+
+class TripletLoss(Objective):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` averaged over the batch.
+
+    Inputs: (anchor, positive, negative) triplets, no label. Euclidean distance with margin 1, as in the SBERT
+    paper, by default; ``distance="cosine"`` or ``"manhattan"`` change the metric (pick the margin to match).
+    """
+
+    min_texts: ClassVar[int] = 3
+    max_texts: ClassVar[int] = 3
+    label_kind: ClassVar[LabelKind | None] = None
+
+    def __init__(self, encoder: SentenceEncoder, distance: Distance = "euclidean", margin: float = 1.0) -> None:
+        super().__init__(encoder)
+        if distance not in DISTANCES:
+            raise InvalidArgumentError(f"distance={distance!r} is not one of {DISTANCES}.")
+        if margin < 0:
+            raise InvalidArgumentError(f"margin={margin!r} must be >= 0.")
+        self.distance: Distance = distance
+        self.margin = margin
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        anchor, positive, negative = self.embed(batch)
+        gap = pair_distance(anchor, positive, self.distance) - pair_distance(anchor, negative, self.distance)
+        return torch.relu(gap + self.margin).mean()

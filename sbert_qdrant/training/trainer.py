@@ -1,0 +1,365 @@
+"""The training loop: AdamW, linear warm-up then decay, mixed precision, evaluation, best model, resume.
+
+Several (objective, examples) tasks train in one run, round-robin: step ``s`` takes the next batch of task
+``s % len(tasks)``; an epoch ends when the smallest task has given all its batches. The batch order is a pure
+function of the seed, epoch and task, so a resumed run replays exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import math
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..encoder import SentenceEncoder
+from ..errors import InvalidArgumentError
+from . import checkpoint as ckpt
+from .data import Example
+from .evaluation import Evaluator
+from .losses import Batch, Objective, SoftmaxLoss
+
+logger = logging.getLogger(__name__)
+
+TrainPrecision = Literal["auto", "fp32", "bf16", "fp16"]
+BEST = "best"
+#: Config fields that change the trajectory; a resumed run must match them.
+_TRAJECTORY_FIELDS = ("batch_size", "learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm", "seed")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Hyperparameters; defaults are the SBERT paper's (batch 16, lr 2e-5, 10 % linear warm-up, one epoch).
+
+    max_steps: stop after this many optimizer steps (overrides ``epochs``).
+    precision: "auto" is bf16 autocast on CUDA with bf16 (else fp16) and on CPUs with native bf16, else fp32.
+    eval_steps: evaluate every N steps (and always at the end) when an evaluator is given.
+    checkpoint_steps: write a resumable checkpoint every N steps (and at the end); needs ``output_dir``.
+    """
+
+    epochs: int = 1
+    max_steps: int | None = None
+    batch_size: int = 16
+    learning_rate: float = 2e-5
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+    precision: TrainPrecision = "auto"
+    seed: int = 42
+    eval_steps: int | None = None
+    checkpoint_steps: int | None = None
+    checkpoint_limit: int = 2
+    show_progress_bar: bool | None = None
+
+    def __post_init__(self) -> None:
+        positive = {"epochs": self.epochs, "batch_size": self.batch_size, "checkpoint_limit": self.checkpoint_limit}
+        optional = {
+            "max_steps": self.max_steps,
+            "eval_steps": self.eval_steps,
+            "checkpoint_steps": self.checkpoint_steps,
+        }
+        for name, value in [*positive.items(), *((k, v) for k, v in optional.items() if v is not None)]:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgumentError(f"{name}={value!r} must be a positive integer.")
+        if not self.learning_rate > 0:
+            raise InvalidArgumentError(f"learning_rate={self.learning_rate!r} must be positive.")
+        if not 0 <= self.warmup_ratio < 1:
+            raise InvalidArgumentError(f"warmup_ratio={self.warmup_ratio!r} must lie in [0, 1).")
+        if self.max_grad_norm is not None and not self.max_grad_norm > 0:
+            raise InvalidArgumentError(f"max_grad_norm={self.max_grad_norm!r} must be positive (None: no clipping).")
+        if self.precision not in ("auto", "fp32", "bf16", "fp16"):
+            raise InvalidArgumentError(f"precision={self.precision!r} is not 'auto', 'fp32', 'bf16' or 'fp16'.")
+
+
+@dataclass
+class TrainingResult:
+    """What a run did: steps, per-step losses, evaluations, the best step and the training speed."""
+
+    steps: int
+    losses: list[float]
+    evaluations: list[tuple[int, dict[str, float]]] = field(default_factory=list)
+    best_step: int | None = None
+    best_metric: float | None = None
+    train_seconds: float = 0.0
+    examples_per_second: float = 0.0
+
+
+def warmup_linear(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Learning-rate factor: 0 -> 1 over ``warmup_steps``, then linearly down to 0 at ``total_steps``."""
+    if step < warmup_steps:
+        return step / warmup_steps
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def autocast_dtype(precision: TrainPrecision, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for a precision on a device (None: plain fp32)."""
+    if precision == "fp32":
+        return None
+    if precision == "fp16":
+        if device.type != "cuda":
+            raise InvalidArgumentError(f"precision='fp16' training needs CUDA, not {device}; use 'bf16' or 'fp32'.")
+        return torch.float16
+    if precision == "bf16":
+        return torch.bfloat16
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
+def _no_decay(name: str) -> bool:
+    return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name or "layernorm" in name
+
+
+@dataclass
+class _Task:
+    objective: Objective
+    columns: list[list[list[int]]]  # column -> example -> token ids
+    labels: torch.Tensor | None
+
+    @property
+    def size(self) -> int:
+        return len(self.columns[0])
+
+
+class Trainer:
+    """Fine-tunes a :class:`SentenceEncoder` on one or more (objective, examples) tasks.
+
+    Every objective must wrap ``encoder``. Trainable pooling and Dense modules in the encoder train with the
+    transformer. With ``output_dir`` the final model (the best one by the evaluator's primary metric, when an
+    evaluator is given) is saved there in sentence-transformers format.
+    """
+
+    def __init__(
+        self,
+        encoder: SentenceEncoder,
+        tasks: Sequence[tuple[Objective, Sequence[Example]]],
+        config: TrainingConfig | None = None,
+        evaluator: Evaluator | None = None,
+        output_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if encoder.precision != "fp32":
+            raise InvalidArgumentError(
+                f"the encoder was loaded with precision={encoder.precision!r}; train an fp32 encoder and pick "
+                "mixed precision with TrainingConfig(precision='bf16'|'fp16')."
+            )
+        if not tasks:
+            raise InvalidArgumentError("tasks is empty; pass [(objective, examples), ...].")
+        for i, (objective, examples) in enumerate(tasks):
+            if objective.encoder is not encoder:
+                raise InvalidArgumentError(f"tasks[{i}]'s {type(objective).__name__} wraps another encoder.")
+            objective.check_examples(examples, name=f"tasks[{i}] examples")
+        self.config = config or TrainingConfig()
+        if self.config.checkpoint_steps is not None and output_dir is None:
+            raise InvalidArgumentError("checkpoint_steps needs output_dir, the folder to write checkpoints to.")
+        self.encoder = encoder
+        self.objectives = [objective for objective, _ in tasks]
+        self.examples = [list(examples) for _, examples in tasks]
+        self.evaluator = evaluator
+        self.output_dir = Path(output_dir) if output_dir is not None else None
+        self.autocast = autocast_dtype(self.config.precision, encoder.device)
+
+    def _tokenize(self) -> list[_Task]:
+        tasks = []
+        for objective, examples in zip(self.objectives, self.examples, strict=True):
+            columns = []
+            for c in range(len(examples[0].texts)):
+                ids, cut = self.encoder.transformer.tokenize([e.texts[c] for e in examples])
+                if cut:
+                    logger.warning("%d of %d training texts were truncated to max_seq_length.", cut, len(ids))
+                columns.append(ids)
+            tasks.append(_Task(objective, columns, objective.labels_tensor([e.label for e in examples])))
+        return tasks
+
+    def batches_per_epoch(self) -> int:
+        """Optimizer steps in one epoch: round-robin until the smallest task is used up."""
+        smallest = min(math.ceil(len(examples) / self.config.batch_size) for examples in self.examples)
+        return smallest * len(self.examples)
+
+    def total_steps(self) -> int:
+        return self.config.max_steps or self.config.epochs * self.batches_per_epoch()
+
+    def _batch(self, tasks: list[_Task], step: int) -> tuple[Objective, Batch]:
+        rounds, task_index = divmod(step, len(tasks))
+        per_epoch = self.batches_per_epoch() // len(tasks)
+        epoch, position = divmod(rounds, per_epoch)
+        task = tasks[task_index]
+        generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
+        order = torch.randperm(task.size, generator=generator)
+        index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size].tolist()
+        rows = [column[i] for column in task.columns for i in index]
+        features = self.encoder.transformer.collate(rows, self.encoder.device)
+        labels = None if task.labels is None else task.labels[index].to(self.encoder.device)
+        return task.objective, Batch(features, len(index), labels)
+
+    def _parameters(self) -> list[dict[str, Any]]:
+        named: dict[int, tuple[str, nn.Parameter]] = {}
+        for i, objective in enumerate(self.objectives):
+            for name, param in objective.named_parameters():
+                if param.requires_grad:
+                    named.setdefault(id(param), (name if name.startswith("encoder.") else f"{i}.{name}", param))
+        decay = [p for n, p in named.values() if not _no_decay(n)]
+        plain = [p for n, p in named.values() if _no_decay(n)]
+        return [
+            {"params": decay, "weight_decay": self.config.weight_decay},
+            {"params": plain, "weight_decay": 0.0},
+        ]
+
+    def fit(self, resume_from: str | os.PathLike[str] | None = None) -> TrainingResult:
+        """Train; ``resume_from`` (a checkpoint, or an output folder: its latest checkpoint) continues a run."""
+        config, encoder = self.config, self.encoder
+        total = self.total_steps()
+        warmup = math.ceil(total * config.warmup_ratio)
+        params = self._parameters()
+        optimizer = torch.optim.AdamW(params, lr=config.learning_rate, fused=encoder.device.type == "cuda")
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, partial(warmup_linear, warmup_steps=warmup, total_steps=total)
+        )
+        scaler = torch.amp.GradScaler("cuda", enabled=self.autocast == torch.float16)
+        result = TrainingResult(steps=0, losses=[])
+        torch.manual_seed(config.seed)
+        if resume_from is not None:
+            self._resume(Path(resume_from), optimizer, scheduler, scaler, result, total)
+        tasks = self._tokenize()
+        all_params = [p for group in params for p in group["params"]]
+        show = config.show_progress_bar
+        if show is None:
+            show = logger.isEnabledFor(logging.INFO)
+        recent: collections.deque[float] = collections.deque(maxlen=50)
+        examples_seen, train_time = 0, 0.0
+        for objective in self.objectives:
+            objective.train()
+        progress = tqdm(total=total, initial=result.steps, desc="Training", unit="step", disable=not show)
+        for step in range(result.steps, total):
+            started = time.perf_counter()
+            objective, batch = self._batch(tasks, step)
+            with torch.autocast(encoder.device.type, dtype=self.autocast or torch.float32, enabled=bool(self.autocast)):
+                loss = objective(batch)
+            scaler.scale(loss).backward()
+            if config.max_grad_norm is not None:
+                scaler.unscale_(optimizer)
+                nn.utils.clip_grad_norm_(all_params, config.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            value = float(loss.detach())
+            if encoder.device.type == "cuda":
+                torch.cuda.synchronize(encoder.device)
+            train_time += time.perf_counter() - started
+            examples_seen += batch.size
+            result.losses.append(value)
+            result.steps = step + 1
+            recent.append(value)
+            progress.update(1)
+            progress.set_postfix(loss=f"{sum(recent) / len(recent):.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+            self._after_step(result, total, optimizer, scheduler, scaler)
+        progress.close()
+        for objective in self.objectives:
+            objective.eval()
+        result.train_seconds = train_time
+        result.examples_per_second = examples_seen / train_time if train_time else 0.0
+        self._finish(result)
+        return result
+
+    def _after_step(
+        self,
+        result: TrainingResult,
+        total: int,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        scaler: torch.amp.GradScaler,
+    ) -> None:
+        step, config, last = result.steps, self.config, result.steps == total
+        if self.evaluator is not None and (last or (config.eval_steps and step % config.eval_steps == 0)):
+            self._evaluate(self.evaluator, result)
+        if self.output_dir is not None and config.checkpoint_steps and (last or step % config.checkpoint_steps == 0):
+            summary = {
+                "step": step,
+                "total_steps": total,
+                "best_step": result.best_step,
+                "best_metric": result.best_metric,
+                "config": dataclasses.asdict(config),
+            }
+            tensors = {
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+                "scaler": scaler.state_dict(),
+                "heads": ckpt.head_states(self.objectives),
+                "rng": ckpt.rng_state(),
+                "losses": torch.tensor(result.losses, dtype=torch.float64),
+            }
+            folder = self.output_dir / ckpt.CHECKPOINTS / f"step-{step:07d}"
+            ckpt.write_checkpoint(folder, self.encoder, self.objectives, summary, tensors)
+            ckpt.prune_checkpoints(self.output_dir, config.checkpoint_limit)
+
+    def _evaluate(self, evaluator: Evaluator, result: TrainingResult) -> None:
+        self.encoder.eval()
+        with torch.no_grad():
+            metrics = evaluator(self.encoder)
+        self.encoder.train()
+        result.evaluations.append((result.steps, metrics))
+        primary = metrics[evaluator.primary_metric]
+        logger.info("step %d: %s", result.steps, ", ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        if result.best_metric is None or primary > result.best_metric:
+            result.best_metric, result.best_step = primary, result.steps
+            if self.output_dir is not None:
+                ckpt.save_model(self.output_dir / BEST, self.encoder, self.objectives)
+
+    def _resume(
+        self,
+        path: Path,
+        optimizer: torch.optim.Optimizer,
+        scheduler: torch.optim.lr_scheduler.LRScheduler,
+        scaler: torch.amp.GradScaler,
+        result: TrainingResult,
+        total: int,
+    ) -> None:
+        folder = ckpt.latest_checkpoint(path)
+        summary, tensors, saved = ckpt.read_checkpoint(folder, self.encoder.device)
+        ours, theirs = dataclasses.asdict(self.config), summary.get("config", {})
+        changed = [f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in _TRAJECTORY_FIELDS if theirs.get(k) != ours[k]]
+        if summary.get("total_steps") != total:
+            changed.append(f"total steps: {summary.get('total_steps')} -> {total}")
+        if changed:
+            raise ckpt.CheckpointError(
+                f"{folder} was trained with other settings ({'; '.join(changed)}); resume with the same ones."
+            )
+        self.encoder.load_state_dict(saved.state_dict())
+        for objective, state in zip(self.objectives, tensors["heads"], strict=True):
+            objective.load_state_dict(state, strict=False)
+        optimizer.load_state_dict(tensors["optimizer"])
+        scheduler.load_state_dict(tensors["scheduler"])
+        scaler.load_state_dict(tensors["scaler"])
+        ckpt.set_rng_state(tensors["rng"])
+        result.steps = int(summary["step"])
+        result.losses = [float(x) for x in tensors["losses"]]
+        result.best_step, result.best_metric = summary.get("best_step"), summary.get("best_metric")
+        logger.info("resumed from %s at step %d of %d", folder, result.steps, total)
+
+    def _finish(self, result: TrainingResult) -> None:
+        """Restore the best model (when it is not the last) and save the final one to ``output_dir``."""
+        if self.output_dir is None:
+            return
+        best = self.output_dir / BEST
+        if result.best_step is not None and result.best_step != result.steps and best.is_dir():
+            logger.info("restoring the best model (step %d, %s)", result.best_step, result.best_metric)
+            self.encoder.load_state_dict(SentenceEncoder.load(best, device=self.encoder.device).state_dict())
+            heads = [o for o in self.objectives if isinstance(o, SoftmaxLoss)]
+            if heads:
+                heads[0].classifier.load_state_dict(SoftmaxLoss.load_head(self.encoder, best).classifier.state_dict())
+        ckpt.save_model(self.output_dir, self.encoder, self.objectives)
+        shutil.rmtree(best, ignore_errors=True)
