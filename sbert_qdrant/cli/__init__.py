@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SbertQdrantError
-from . import encode
+from . import encode, training
 
-_COMMAND_GROUPS = (encode,)
+_COMMAND_GROUPS = (encode, training)
 
 
 def build_parser() -> argparse.ArgumentParser:
