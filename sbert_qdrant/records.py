@@ -157,11 +157,11 @@ def _as_record(item: object, index: int) -> TextRecord:
         unknown = set(item) - {"text", "payload", "id"}
         if "text" not in item or unknown:
             raise InvalidInputError(
-                f"records[{index}] must have 'text' and may have 'payload' and 'id'; got keys {sorted(map(str, item))}."
+                f"texts[{index}] must have 'text' and may have 'payload' and 'id'; got keys {sorted(map(str, item))}."
             )
         return TextRecord(item["text"], item.get("payload"), item.get("id"))
     raise InvalidInputError(
-        f"records[{index}] is a {type(item).__name__}; pass str, dict(text=, payload=, id=) or TextRecord."
+        f"texts[{index}] is {type(item).__name__} ({item!r:.40}); pass str, dict(text=, payload=, id=) or TextRecord."
     )
 
 

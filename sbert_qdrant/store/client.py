@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -113,14 +114,17 @@ class ClientStore:
         return int(self._call(f"count of {name!r}", "count", name, count_filter=query_filter, exact=True).count)
 
     def create_payload_index(self, name: str, field_name: str, schema: models.PayloadSchemaType) -> None:
-        self._call(
-            f"create_payload_index({field_name!r}) on {name!r}",
-            "create_payload_index",
-            name,
-            field_name=field_name,
-            field_schema=schema,
-            wait=True,
-        )
+        with warnings.catch_warnings():
+            # local mode filters without indexes and says so on every call; the index matters on a server only
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+            self._call(
+                f"create_payload_index({field_name!r}) on {name!r}",
+                "create_payload_index",
+                name,
+                field_name=field_name,
+                field_schema=schema,
+                wait=True,
+            )
 
     def optimize(self, name: str) -> None:
         """Wait until the server reports the collection green (indexed), up to ``optimize_timeout`` seconds."""

@@ -1,0 +1,261 @@
+"""One behaviour suite for TextCollection, run on embedded Qdrant Edge and on qdrant-client's in-memory mode."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient, models
+
+from sbert_qdrant import (
+    CollectionMismatchError,
+    CollectionNotFoundError,
+    InvalidArgumentError,
+    InvalidInputError,
+    SentenceEncoder,
+    StoreInUseError,
+    TextCollection,
+    TextRecord,
+)
+from sbert_qdrant.records import key_id, text_id
+
+QUESTIONS = [
+    "How do I learn Python quickly?",
+    "What is the best way to learn Python fast?",
+    "Why is the sky blue?",
+    "How can I lose weight in a month?",
+    "What is the capital of France?",
+    "Which city is the capital of France?",
+]
+Factory = Callable[..., TextCollection]
+
+
+@pytest.fixture(params=["edge", "memory"])
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
+    """Builds collections on one engine; every collection opened here shares that engine's storage."""
+    opened: list[TextCollection] = []
+    client = QdrantClient(":memory:") if request.param == "memory" else None
+
+    def factory(encoder: SentenceEncoder, name: str = "faq", **options: object) -> TextCollection:
+        engine = {"client": client} if client is not None else {"location": tmp_path / "qdrant"}
+        collection = TextCollection(name, encoder, **engine, **options)  # type: ignore[arg-type]
+        opened.append(collection)
+        return collection
+
+    yield factory
+    for collection in opened:
+        collection.close()
+
+
+def test_upsert_is_idempotent_and_ids_are_deterministic(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    ids = coll.upsert_texts(QUESTIONS, payloads=[{"n": i} for i in range(6)])
+    assert ids == [text_id(q) for q in QUESTIONS] and ids.written == 6 and ids.skipped == 0
+    again = coll.upsert_texts(QUESTIONS, payloads=[{"n": i} for i in range(6)], batch_size=4)
+    assert again == ids and coll.count() == 6
+
+
+def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
+    make: Factory, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coll = make(tiny_encoder)
+    coll.upsert_texts(QUESTIONS[:4], payloads=[{"v": 1}] * 4)
+    encoded: list[str] = []
+    original = tiny_encoder.encode
+    monkeypatch.setattr(tiny_encoder, "encode", lambda texts, **kw: (encoded.extend(texts), original(texts, **kw))[1])
+    result = coll.upsert_texts(QUESTIONS, payloads=[{"v": 2}] * 6, on_conflict="skip")
+    assert (result.written, result.skipped) == (2, 4) and encoded == QUESTIONS[4:]
+    assert [t.payload["v"] for t in coll.get(result)] == [1, 1, 1, 1, 2, 2]
+    coll.upsert_texts(QUESTIONS, payloads=[{"v": 3}] * 6)  # overwrite replaces
+    assert {t.payload["v"] for t in coll.get(result)} == {3} and coll.count() == 6
+
+
+def test_keys_are_kept_in_the_payload_and_address_points(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    ids = coll.upsert_texts(QUESTIONS[:3], ids=["q1", 2, "2"], payloads=[{"a": 1}, None, {"b": [1, 2]}])
+    assert ids == [key_id("q1"), key_id(2), key_id("2")] and len(set(ids)) == 3
+    got = coll.get(keys=[2, "q1", "missing"])
+    assert [(t.key, t.text) for t in got] == [(2, QUESTIONS[1]), ("q1", QUESTIONS[0])]
+    assert coll.get(ids[2:])[0].payload == {"b": [1, 2]}
+    coll.delete_texts(keys=["q1"])
+    coll.delete_texts([ids[1]])
+    assert coll.count() == 1
+
+
+def test_records_stream_from_an_iterable(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    records = (
+        TextRecord(q, {"i": i}, f"k{i}") if i % 2 else {"text": q, "payload": {"i": i}} for i, q in enumerate(QUESTIONS)
+    )
+    ids = coll.upsert_texts(records, batch_size=2)
+    assert len(ids) == 6 and coll.count() == 6
+    assert coll.get(keys=["k1"])[0].payload == {"i": 1}
+
+
+def test_search_finds_paraphrases_with_typed_hits(make: Factory, default_encoder: SentenceEncoder) -> None:
+    coll = make(default_encoder)
+    coll.upsert_texts(QUESTIONS, payloads=[{"topic": t} for t in ["py", "py", "sky", "health", "geo", "geo"]])
+    hits = coll.search_text("learning Python fast", limit=2)
+    assert {h.text for h in hits} == set(QUESTIONS[:2]) and hits[0].score >= hits[1].score
+    assert hits[0].payload == {"topic": "py"} and hits[0].key is None and hits[0].id == text_id(hits[0].text or "")
+    bare = coll.search_text("learning Python fast", limit=1, with_payload=False)[0]
+    assert bare.text is None and bare.payload == {} and bare.id == hits[0].id
+    batched = coll.search_texts(["learning Python fast", "France's capital"], limit=2)
+    assert [h.id for h in batched[0]] == [h.id for h in hits]
+    assert {h.text for h in batched[1]} == set(QUESTIONS[4:])
+    high = coll.search_text("learning Python fast", limit=6, score_threshold=0.5)
+    assert 0 < len(high) < 6 and all(h.score >= 0.5 for h in high)
+
+
+def test_filters_work_the_same_on_every_engine(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder, payload_indexes={"topic": models.PayloadSchemaType.KEYWORD})
+    coll.upsert_texts(QUESTIONS, payloads=[{"topic": t, "n": i} for i, t in enumerate("ppshgg")])
+    geo = models.Filter(must=[models.FieldCondition(key="topic", match=models.MatchValue(value="g"))])
+    assert {h.text for h in coll.search_text("capital", limit=6, query_filter=geo)} == set(QUESTIONS[4:])
+    assert coll.count(geo) == 2
+    ranged = models.Filter(
+        must=[models.FieldCondition(key="n", range=models.Range(gte=1, lt=4))],
+        must_not=[models.FieldCondition(key="topic", match=models.MatchAny(any=["s"]))],
+    )
+    assert sorted(h.payload["n"] for h in coll.search_text("x", limit=6, query_filter=ranged)) == [1, 3]
+    either = models.Filter(should=[models.HasIdCondition(has_id=[text_id(QUESTIONS[0])]), geo])
+    assert coll.count(either) == 3
+    unknown = models.Filter(must=[models.FieldCondition(key="nope", match=models.MatchValue(value="x"))])
+    assert coll.search_text("x", query_filter=unknown) == []  # a filter on an unknown field matches nothing
+    coll.delete_texts(query_filter=geo)
+    assert coll.count() == 4
+
+
+def test_duplicates_calibration_and_mining(make: Factory, default_encoder: SentenceEncoder) -> None:
+    coll = make(default_encoder)
+    coll.upsert_texts(QUESTIONS)
+    dups = coll.find_duplicates("What's the fastest way to learn Python?", threshold=0.6)
+    assert {h.text for h in dups} == set(QUESTIONS[:2])
+    assert [h.text for h in coll.find_duplicates(QUESTIONS[4], threshold=0.6)] == [QUESTIONS[5]]  # not itself
+    calibration = coll.calibrate_threshold(
+        [
+            (QUESTIONS[0], QUESTIONS[1], 1),
+            (QUESTIONS[4], QUESTIONS[5], True),
+            (QUESTIONS[0], QUESTIONS[2], 0),
+            (QUESTIONS[3], QUESTIONS[4], False),
+        ]
+    )
+    assert calibration.f1 == 1.0 and 0 < calibration.threshold < 1
+    reopened = make(default_encoder)
+    assert reopened.resolve_threshold(reopened._stored_threshold()) == pytest.approx(calibration.threshold)
+    pairs = coll.mine_duplicates(threshold=0.7)
+    assert {frozenset((p.text_a, p.text_b)) for p in pairs} == {frozenset(QUESTIONS[:2]), frozenset(QUESTIONS[4:])}
+    assert pairs[0].score >= pairs[-1].score
+
+
+def test_get_returns_unit_vectors_in_the_asked_order(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    ids = coll.upsert_texts(QUESTIONS[:3])
+    got = coll.get([ids[2], ids[0]], with_vectors=True)
+    assert [t.text for t in got] == [QUESTIONS[2], QUESTIONS[0]]
+    expected = np.asarray(tiny_encoder.encode([QUESTIONS[2], QUESTIONS[0]]))
+    np.testing.assert_allclose(np.stack([t.vector for t in got]), expected, atol=1e-5)  # type: ignore[misc]
+
+
+def test_existing_collection_is_checked_never_replaced(
+    make: Factory, tiny_encoder: SentenceEncoder, default_encoder: SentenceEncoder
+) -> None:
+    first = make(tiny_encoder)
+    first.upsert_texts(QUESTIONS[:2])
+    others = [make(default_encoder), make(tiny_encoder, vector_name="dense"), make(tiny_encoder, distance="dot")]
+    with pytest.raises(CollectionMismatchError, match=r"32-dim cosine.*384-dim"):
+        others[0].upsert_texts(["another"])
+    with pytest.raises(CollectionMismatchError, match="no vector named 'dense'"):
+        others[1].count()
+    with pytest.raises(CollectionMismatchError, match="dot"):
+        others[2].search_text("x")
+    assert first.count() == 2
+    for coll in [first, *others]:
+        coll.close()  # an embedded collection can only be replaced once nothing else here has it open
+    replaced = make(default_encoder, recreate=True)
+    replaced.upsert_texts(["fresh start"])
+    assert replaced.count() == 1
+
+
+def test_reads_of_a_missing_collection_fail_clearly(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder, name="missing")
+    for read in (lambda: coll.search_text("x"), coll.count, lambda: coll.get(keys=[1])):
+        with pytest.raises(CollectionNotFoundError, match="'missing' does not exist"):
+            read()
+    assert not coll.exists()
+
+
+def test_bad_input_writes_nothing(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    bad_batches: list[tuple[dict[str, object], str]] = [
+        ({"texts": [*QUESTIONS, None]}, r"texts\[6\] is NoneType"),
+        ({"texts": [*QUESTIONS, "  "]}, r"texts\[6\] is empty"),
+        ({"texts": [*QUESTIONS, "bad \ud800"]}, r"texts\[6\] is not valid Unicode"),
+        ({"texts": QUESTIONS[:2], "ids": [1]}, "ids has 1 items but texts has 2"),
+        ({"texts": QUESTIONS[:2], "ids": ["a", "a"]}, r"ids\[1\] repeats ids\[0\]"),
+        ({"texts": QUESTIONS[:1], "ids": [1.5]}, "ids must be str or int"),
+        ({"texts": QUESTIONS[:1], "payloads": [{"text": "x"}]}, "reserved key"),
+        ({"texts": QUESTIONS[:1], "payloads": [{"x": float("nan")}]}, "cannot be stored as JSON"),
+        ({"texts": QUESTIONS[:1], "payloads": [{"x": object()}]}, "cannot be stored as JSON"),
+        ({"texts": "just one string"}, "wrap a single text in a list"),
+        ({"texts": QUESTIONS[:1], "batch_size": 0}, "batch_size=0"),
+        ({"texts": QUESTIONS[:1], "on_conflict": "merge"}, "on_conflict='merge'"),
+    ]
+    for kwargs, message in bad_batches:
+        with pytest.raises((InvalidInputError, InvalidArgumentError), match=message):
+            coll.upsert_texts(**kwargs)  # type: ignore[arg-type]
+    assert not coll.exists()
+    coll.upsert_texts(QUESTIONS[:2])
+    with pytest.raises(InvalidArgumentError, match="limit=0"):
+        coll.search_text("x", limit=0)
+    with pytest.raises(InvalidArgumentError, match=r"score_threshold=1\.5"):
+        coll.search_text("x", score_threshold=1.5)
+    with pytest.raises(InvalidArgumentError, match="collection_name="):
+        make(tiny_encoder, name="../escape")
+    assert coll.upsert_texts([]) == [] and coll.count() == 2
+
+
+def test_identical_texts_in_one_call_are_stored_once(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    ids = coll.upsert_texts([QUESTIONS[0], QUESTIONS[1], QUESTIONS[0]])
+    assert ids[0] == ids[2] and (ids.written, ids.skipped) == (2, 1) and coll.count() == 2
+    with pytest.raises(InvalidInputError, match="different payload"):
+        coll.upsert_texts([QUESTIONS[0], QUESTIONS[0]], payloads=[{"a": 1}, {"a": 2}])
+
+
+_CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from sbert_qdrant import SentenceEncoder, TextCollection
+    coll = TextCollection("faq", SentenceEncoder.load(device="cpu"), location=sys.argv[1])
+    if sys.argv[2] == "write":
+        coll.upsert_texts(["How do I learn Python quickly?", "Why is the sky blue?"])
+    else:
+        coll.count()
+        print("holding", flush=True)
+        time.sleep(60)
+    """
+)
+
+
+def test_edge_data_persists_across_processes_and_is_locked_while_open(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    location = str(tmp_path / "qdrant")
+    subprocess.run([sys.executable, "-c", _CHILD, location, "write"], check=True, timeout=120)
+    with TextCollection("faq", default_encoder, location=location) as coll:
+        assert coll.count() == 2
+        assert coll.search_text("sky colour", limit=1)[0].text == "Why is the sky blue?"
+    holder = subprocess.Popen([sys.executable, "-c", _CHILD, location, "hold"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(StoreInUseError, match="open in another process"):
+            TextCollection("faq", default_encoder, location=location).count()
+    finally:
+        holder.kill()
+        holder.wait()
