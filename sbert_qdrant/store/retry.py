@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import httpx
@@ -87,6 +88,8 @@ class RetryPolicy:
     max_seconds: float = 60.0
     initial_backoff: float = 0.2
     max_backoff: float = 10.0
+    #: How a sync call waits between attempts (tests pass a recorder).
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.attempts < 1 or self.max_seconds <= 0 or self.initial_backoff < 0 or self.max_backoff < 0:
@@ -126,7 +129,7 @@ class RetryPolicy:
 
     def call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn`` under this policy; failures come out as ``StoreError``s naming ``what``."""
-        retrying = Retrying(**self._options(what))
+        retrying = Retrying(sleep=self.sleep, **self._options(what))
         try:
             return retrying(fn, *args, **kwargs)
         except Exception as exc:

@@ -1,0 +1,46 @@
+"""Threshold calibration and paraphrase mining over plain vectors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sbert_qdrant import InvalidInputError
+from sbert_qdrant.dedup import best_f1_threshold, mine_pairs
+
+
+def test_best_f1_threshold_cuts_between_scores() -> None:
+    calibration = best_f1_threshold([0.9, 0.8, 0.7, 0.6, 0.5], [1, 1, 0, 1, 0])
+    # Cutting below 0.6 predicts 4 positives (3 right): F1 6/7 beats 0.8 at the 0.75 cut.
+    assert calibration.threshold == pytest.approx(0.55)
+    assert calibration.f1 == pytest.approx(6 / 7) and calibration.recall == 1.0 and calibration.precision == 0.75
+    assert (calibration.pairs, calibration.positives) == (5, 3)
+
+
+def test_ties_stay_on_one_side() -> None:
+    calibration = best_f1_threshold([0.9, 0.9, 0.1], [1, 0, 0])
+    assert calibration.threshold == pytest.approx(0.5) and calibration.precision == 0.5
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "message"),
+    [([0.5], [1], "both duplicate and non-duplicate"), ([0.5, 0.4], [1], "one label per score"), ([0.1], [2], "0/1")],
+)
+def test_calibration_input_errors(scores: list[float], labels: list[int], message: str) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        best_f1_threshold(scores, labels)
+
+
+def test_mining_in_chunks_equals_brute_force() -> None:
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(300, 16)).astype(np.float32)
+    vectors[150] = vectors[3] + 0.01  # a planted near-duplicate
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    full = unit @ unit.T
+    np.fill_diagonal(full, -np.inf)
+    expected = {(i, j) for i in range(300) for j in range(i + 1, 300) if full[i, j] >= 0.5}
+    pairs = mine_pairs(vectors, threshold=0.5, top_k=300, chunk_size=64)
+    assert {(i, j) for i, j, _ in pairs} == expected
+    assert pairs[0][:2] == (3, 150) and pairs[0][2] == pytest.approx(1.0, abs=1e-4)
+    assert [s for _, _, s in pairs] == sorted((s for _, _, s in pairs), reverse=True)
+    assert mine_pairs(vectors[:1], 0.0, 5) == []
