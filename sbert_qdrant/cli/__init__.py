@@ -8,9 +8,9 @@ import sys
 from collections.abc import Sequence
 
 from ..errors import SbertQdrantError
-from . import encode, training
+from . import collections, demo, encode, training
 
-_COMMAND_GROUPS = (encode, training)
+_COMMAND_GROUPS = (encode, collections, demo, training)
 
 
 def build_parser() -> argparse.ArgumentParser:

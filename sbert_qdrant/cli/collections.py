@@ -1,0 +1,221 @@
+"""``sbert-qdrant index | search | dedup``: text collections from the command line.
+
+The engine comes from --location (embedded Qdrant Edge folder) or --url; with neither, from QDRANT_URL or
+SBERT_QDRANT_LOCATION. The API key is read from QDRANT_API_KEY only, never from a flag.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from qdrant_client import models
+
+from ..collection import TextCollection
+from ..encoder import PRECISIONS, SentenceEncoder
+from ..errors import InvalidInputError, PartialWriteError
+from ..records import TextRecord
+from ..settings import Settings
+
+FORMATS = ("jsonl", "csv", "tsv", "txt")
+
+
+def _file_format(path: Path, given: str | None) -> str:
+    if given:
+        return given
+    suffix = path.suffix.lower().lstrip(".")
+    kind = {"json": "jsonl", "ndjson": "jsonl", "text": "txt"}.get(suffix, suffix)
+    if kind not in FORMATS:
+        raise InvalidInputError(f"cannot tell the format of {str(path)!r}; pass --format one of {FORMATS}.")
+    return kind
+
+
+def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, fields) of each record in a JSONL, CSV, TSV or TXT file."""
+    with path.open(encoding="utf-8", newline="") as f:
+        if kind == "txt":
+            yield from ((n, {"text": line.rstrip("\r\n")}) for n, line in enumerate(f, 1) if line.strip())
+            return
+        if kind == "jsonl":
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InvalidInputError(f"{path}:{number}: not a JSON object ({exc.msg}).") from exc
+                if not isinstance(row, dict):
+                    raise InvalidInputError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
+                yield number, row
+            return
+        reader = csv.DictReader(f, delimiter="\t" if kind == "tsv" else ",")
+        for row in reader:
+            yield reader.line_num, dict(row)
+
+
+def read_records(
+    path: Path, kind: str, text_field: str, id_field: str | None, payload_fields: Sequence[str] | None
+) -> Iterator[TextRecord]:
+    """Records of a file; an unusable row raises an error naming the file and line."""
+    for number, row in _rows(path, kind):
+        text = row.get(text_field)
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInputError(
+                f"{path}:{number}: no text in field {text_field!r} (fields: {sorted(row)}); pass --text-field."
+            )
+        key = None
+        if id_field is not None:
+            key = row.get(id_field)
+            if key is None or key == "":
+                raise InvalidInputError(f"{path}:{number}: no id in field {id_field!r}.")
+        names = payload_fields if payload_fields is not None else [k for k in row if k not in (text_field, id_field)]
+        yield TextRecord(text, {name: row.get(name) for name in names}, key)
+
+
+def open_collection(args: argparse.Namespace) -> TextCollection:
+    settings = Settings()
+    encoder = SentenceEncoder.load(
+        args.model or settings.model, device=args.device or settings.device, precision=args.precision
+    )
+    return TextCollection(
+        args.collection or settings.collection,
+        encoder,
+        location=args.location,
+        url=args.url,
+        settings=settings,
+        show_progress_bar=args.progress,
+    )
+
+
+def _index(args: argparse.Namespace) -> int:
+    path = Path(args.file)
+    kind = _file_format(path, args.format)
+    fields = args.payload_fields.split(",") if args.payload_fields is not None else None
+    records = read_records(path, kind, args.text_field, args.id_field, fields)
+    with open_collection(args) as coll:
+        try:
+            result = coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
+        except PartialWriteError as exc:
+            print(
+                f"{path}: stopped: {len(exc.written_ids)} stored, {len(exc.unwritten_ids)} failed, later records "
+                "not read. Run the same command with --on-conflict skip to resume.",
+                file=sys.stderr,
+            )
+            raise
+        if args.optimize:
+            coll.optimize()
+        total = coll.count()
+    print(
+        f"{path}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
+        f"{result.skipped} skipped, 0 failed; {total} points stored.",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _filter(pairs: Sequence[str]) -> models.Filter | None:
+    conditions: list[models.Condition] = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--where {pair!r} must look like FIELD=VALUE.")
+        match: Any = int(value) if value.lstrip("-").isdigit() else {"true": True, "false": False}.get(value, value)
+        conditions.append(models.FieldCondition(key=key, match=models.MatchValue(value=match)))
+    return models.Filter(must=conditions) if conditions else None
+
+
+def _clip(text: str | None, width: int) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _search(args: argparse.Namespace) -> int:
+    with open_collection(args) as coll:
+        hits = coll.search_texts(
+            args.query, limit=args.limit, query_filter=_filter(args.where), score_threshold=args.threshold
+        )
+    for query, found in zip(args.query, hits, strict=True):
+        if args.json:
+            for hit in found:
+                row = {"query": query, "id": hit.id, "score": hit.score, "text": hit.text, "key": hit.key}
+                print(json.dumps({**row, "payload": hit.payload}, ensure_ascii=False))
+            continue
+        print(f"query: {query}")
+        for rank, hit in enumerate(found, 1):
+            print(f"  {rank:>2}. {hit.score:6.3f}  {_clip(hit.text, 90)}")
+        if not found:
+            print("  (no hits)")
+    return 0
+
+
+def _dedup(args: argparse.Namespace) -> int:
+    with open_collection(args) as coll:
+        if args.file:
+            path = Path(args.file)
+            records = read_records(path, _file_format(path, args.format), args.text_field, None, [])
+            coll.upsert_texts(records, on_conflict="skip")
+        pairs = coll.mine_duplicates(threshold=args.threshold, top_k=args.top_k, limit=args.limit)
+    for pair in pairs:
+        if args.json:
+            print(json.dumps(vars(pair), ensure_ascii=False))
+        else:
+            print(f"{pair.score:6.3f}  {_clip(pair.text_a, 70)}\n        {_clip(pair.text_b, 70)}")
+    print(f"{len(pairs)} pairs", file=sys.stderr)
+    return 0
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--collection", default=None, help="collection name (default: SBERT_QDRANT_COLLECTION, texts)")
+    parser.add_argument("--location", default=None, help="embedded Qdrant Edge folder (default: SBERT_QDRANT_LOCATION)")
+    parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
+    parser.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+
+
+def _add_file_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=FORMATS, default=None, help="file format (default: from the extension)")
+    parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    index = commands.add_parser("index", help="embed a JSONL/CSV/TSV/TXT file into a collection")
+    index.add_argument("file", help="records to index")
+    _add_file_options(index)
+    index.add_argument("--id-field", default=None, help="field holding your id (default: ids from the text)")
+    index.add_argument("--payload-fields", default=None, help="comma-separated fields to keep (default: all others)")
+    index.add_argument("--batch-size", type=int, default=None, help="texts per write (default 512)")
+    index.add_argument(
+        "--on-conflict",
+        choices=("overwrite", "skip"),
+        default="overwrite",
+        help="skip: leave already-stored ids alone without re-encoding them (resume an interrupted run)",
+    )
+    index.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip building the index")
+    _add_engine_options(index)
+    index.set_defaults(run=_index)
+
+    search = commands.add_parser("search", help="search a collection by text")
+    search.add_argument("query", nargs="+", help="one or more queries")
+    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--threshold", type=float, default=None, help="minimum cosine score")
+    search.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="payload filter")
+    search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    _add_engine_options(search)
+    search.set_defaults(run=_search)
+
+    dedup = commands.add_parser("dedup", help="most similar pairs in a collection (or in a file, indexed first)")
+    dedup.add_argument("file", nargs="?", default=None, help="optional file of texts to index before mining")
+    _add_file_options(dedup)
+    dedup.add_argument("--threshold", type=float, default=None, help="minimum cosine (default: calibrated or 0.72)")
+    dedup.add_argument("--top-k", type=int, default=5, help="best partners kept per text")
+    dedup.add_argument("--limit", type=int, default=50, help="pairs to print")
+    dedup.add_argument("--json", action="store_true", help="one JSON object per pair")
+    _add_engine_options(dedup)
+    dedup.set_defaults(run=_dedup)

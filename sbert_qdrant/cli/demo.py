@@ -1,0 +1,82 @@
+"""``sbert-qdrant demo``: index real Quora questions into embedded Qdrant Edge and search for their duplicates.
+
+Reads a Quora Question Pairs JSONL (question1, question2, is_duplicate), holds out the second question of a few
+duplicate pairs, indexes every other question, then asks for each held-out question's duplicates and shows whether
+Quora's known partner comes back first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from ..collection import TextCollection
+from ..encoder import SentenceEncoder
+from ..errors import InvalidInputError
+
+DEFAULT_DATA = Path("examples/data/quora_pairs_sample.jsonl")
+
+
+def held_out_pairs(pairs: list[dict[str, object]], count: int) -> list[tuple[str, str]]:
+    """(new question, its known duplicate) for the first ``count`` duplicate pairs whose new question is unique."""
+    seen: dict[str, int] = {}
+    for pair in pairs:
+        for key in ("question1", "question2"):
+            question = str(pair[key])
+            seen[question] = seen.get(question, 0) + 1
+    chosen = []
+    for pair in pairs:
+        new, known = str(pair["question2"]), str(pair["question1"])
+        if pair["is_duplicate"] == 1 and seen[new] == 1 and new != known:
+            chosen.append((new, known))
+        if len(chosen) == count:
+            break
+    return chosen
+
+
+def _demo(args: argparse.Namespace) -> int:
+    path = Path(args.data)
+    if not path.is_file():
+        raise InvalidInputError(
+            f"demo data {str(path)!r} not found; run from the repository root or pass --data FILE.jsonl."
+        )
+    pairs = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    probes = held_out_pairs(pairs, args.queries)
+    hidden = {new for new, _ in probes}
+    questions = list(dict.fromkeys(str(p[k]) for p in pairs for k in ("question1", "question2")))
+    stored = [q for q in questions if q not in hidden and q.strip()]
+    with tempfile.TemporaryDirectory(prefix="sbert-qdrant-demo-") as scratch:
+        location = args.location or scratch
+        encoder = SentenceEncoder.load(args.model, device=args.device)
+        with TextCollection("quora_demo", encoder, location=location, show_progress_bar=args.progress) as coll:
+            start = time.perf_counter()
+            coll.upsert_texts(stored)
+            coll.optimize()
+            took = time.perf_counter() - start
+            print(f"indexed {coll.count()} Quora questions into Qdrant Edge at {location} in {took:.1f} s")
+            print(f"encoder: {encoder!r}\n")
+            results = coll.search_texts([new for new, _ in probes], limit=3)
+    first = 0
+    for (new, known), hits in zip(probes, results, strict=True):
+        print(f"new question: {new}")
+        for rank, hit in enumerate(hits, 1):
+            mark = "  <- Quora's duplicate" if hit.text == known else ""
+            print(f"   {rank}. {hit.score:.3f}  {hit.text}{mark}")
+        first += bool(hits) and hits[0].text == known
+        print()
+    print(f"the known duplicate came back first for {first} of {len(probes)} new questions")
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    demo = commands.add_parser("demo", help="index real Quora questions and search for duplicates of new ones")
+    demo.add_argument("--data", default=str(DEFAULT_DATA), help="Quora pairs JSONL (default: the repo's sample)")
+    demo.add_argument("--queries", type=int, default=5, help="new questions to look up")
+    demo.add_argument("--location", default=None, help="keep the Edge collection in this folder (default: temporary)")
+    demo.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
+    demo.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
+    demo.set_defaults(run=_demo)

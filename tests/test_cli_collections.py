@@ -1,0 +1,76 @@
+"""``sbert-qdrant index | search | dedup | demo`` on embedded Qdrant Edge, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sbert_qdrant.cli import main
+
+ROOT = Path(__file__).parent.parent
+ROWS = [
+    {"qid": "a", "question": "How do I learn Python quickly?", "topic": "code"},
+    {"qid": "b", "question": "What is the best way to learn Python fast?", "topic": "code"},
+    {"qid": "c", "question": "Why is the sky blue?", "topic": "science"},
+]
+
+
+def _engine(tmp_path: Path) -> list[str]:
+    return ["--location", str(tmp_path / "qdrant"), "--collection", "faq", "--device", "cpu", "--no-progress"]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv", "tsv"])
+def test_index_then_search_and_resume(tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / f"questions.{kind}"
+    if kind == "jsonl":
+        source.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    else:
+        sep = "," if kind == "csv" else "\t"
+        lines = [sep.join(ROWS[0])] + [sep.join(r.values()) for r in ROWS]
+        source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    index = ["index", str(source), "--text-field", "question", "--id-field", "qid", *_engine(tmp_path)]
+    assert main(index) == 0
+    assert "3 written, 0 skipped, 0 failed; 3 points stored" in capsys.readouterr().err
+    assert main([*index, "--on-conflict", "skip"]) == 0
+    assert "0 written, 3 skipped, 0 failed; 3 points stored" in capsys.readouterr().err
+    assert main(["search", "learning python", "--limit", "2", "--json", *_engine(tmp_path)]) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert {h["key"] for h in hits} == {"a", "b"} and hits[0]["payload"] == {"topic": "code"}
+    assert main(["search", "learning", "--where", "topic=science", *_engine(tmp_path)]) == 0
+    assert "Why is the sky blue?" in capsys.readouterr().out
+
+
+def test_dedup_mines_pairs_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "questions.txt"
+    source.write_text("\n".join(r["question"] for r in ROWS) + "\n", encoding="utf-8")
+    assert main(["dedup", str(source), "--threshold", "0.7", "--json", *_engine(tmp_path)]) == 0
+    pairs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(pairs) == 1 and {pairs[0]["text_a"], pairs[0]["text_b"]} == {ROWS[0]["question"], ROWS[1]["question"]}
+
+
+def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "bad.jsonl"
+    source.write_text('{"text": "fine"}\n{"body": "no text field"}\n', encoding="utf-8")
+    assert main(["index", str(source), *_engine(tmp_path)]) == 2
+    assert f"{source}:2: no text in field 'text'" in capsys.readouterr().err
+    assert main(["index", str(tmp_path / "data.parquet"), *_engine(tmp_path)]) == 2
+    assert "pass --format" in capsys.readouterr().err
+    assert main(["search", "x", *_engine(tmp_path)]) == 2  # nothing was written by the failed runs
+    assert "does not exist yet" in capsys.readouterr().err
+
+
+def test_demo_finds_quora_duplicates_in_a_subprocess() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "sbert_qdrant", "demo", "--queries", "3", "--device", "cpu", "--no-progress"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Quora questions into Qdrant Edge" in result.stdout
+    assert "the known duplicate came back first for 3 of 3 new questions" in result.stdout
