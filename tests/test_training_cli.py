@@ -1,0 +1,78 @@
+"""``sbert-qdrant train`` and ``evaluate`` end to end on the tiny model; the result loads in both libraries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sbert_qdrant import SentenceEncoder
+from sbert_qdrant.cli import main
+from sbert_qdrant.training import SoftmaxLoss
+
+DATA = Path(__file__).parent / "data"
+COMMON = ["--device", "cpu", "--no-progress", "--batch-size", "8", "--precision", "fp32"]
+
+
+@pytest.fixture
+def tiny_model(tiny_encoder: SentenceEncoder, tmp_path: Path) -> str:
+    tiny_encoder.save(tmp_path / "tiny")
+    return str(tmp_path / "tiny")
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def test_train_softmax_nli_then_evaluate(tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "nli-model"
+    argv = ["train", "--objective", "softmax-nli", "--train", str(DATA / "nli_train_sample.tsv"), "--model", tiny_model]
+    argv += ["--output", str(out), "--eval-sts", str(DATA / "stsb_dev_sample.tsv"), "--max-steps", "4"]
+    assert main([*argv, "--eval-steps", "2", "--checkpoint-steps", "2", *COMMON]) == 0
+    captured = capsys.readouterr()
+    assert [row["step"] for row in json_lines(captured.out)] == [0, 2, 4]
+    assert "trained 4 steps" in captured.err and "best spearman" in captured.err
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step-0000002", "step-0000004"]
+
+    texts = ["A man is playing a guitar.", "Two dogs run on the beach."]
+    ours = SentenceEncoder.load(out, device="cpu")
+    from sentence_transformers import SentenceTransformer
+
+    theirs = SentenceTransformer(str(out), device="cpu")
+    np.testing.assert_allclose(theirs.encode(texts), ours.encode(texts), atol=1e-5)
+    label = SoftmaxLoss.load_head(ours, out).predict(texts[:1], texts[1:])[0]
+    assert label in {"contradiction", "entailment", "neutral"}
+
+    assert main([*argv, "--resume", *COMMON]) == 0  # already at its last step: nothing left to train
+    assert "trained 4 steps" in capsys.readouterr().err
+
+    sts, pairs = str(DATA / "stsb_dev_sample.tsv"), str(DATA / "quora_train_sample.jsonl")
+    retrieval = str(DATA / "nli_triplets_sample.tsv")
+    evaluate = ["evaluate", "--model", str(out), "--sts", sts, "--pairs", pairs, "--retrieval", retrieval]
+    assert main([*evaluate, "--device", "cpu"]) == 0
+    rows = json_lines(capsys.readouterr().out)
+    assert [r["evaluator"] for r in rows] == ["sts", "pairs", "retrieval"]
+    assert {"spearman", "pearson"} <= set(rows[0]) and {"ap", "f1", "accuracy"} <= set(rows[1])
+    assert {"mrr@10", "ndcg@10", "recall@1"} <= set(rows[2])
+
+
+def test_train_two_objectives_round_robin(tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["train", "--model", tiny_model, "--output", str(tmp_path / "m"), "--max-steps", "4", *COMMON]
+    argv += ["--objective", "contrastive", "--train", str(DATA / "quora_train_sample.jsonl")]
+    argv += ["--objective", "triplet", "--train", str(DATA / "nli_triplets_sample.tsv")]
+    assert main(argv) == 0
+    assert "trained 4 steps" in capsys.readouterr().err
+    assert (tmp_path / "m" / "modules.json").is_file()
+
+
+def test_train_reports_a_bad_row_with_file_and_line(
+    tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "nli.tsv"
+    bad.write_text("premise\thypothesis\tlabel\na\tb\tentailment\nc\td\tunsure\n", encoding="utf-8")
+    argv = ["train", "--train", str(bad), "--model", tiny_model, "--output", str(tmp_path / "m"), *COMMON]
+    assert main(argv) == 2
+    assert f"{bad}:3: label 'unsure' is not in the label map" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
