@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -37,3 +38,26 @@ def sts_spearman(left: np.ndarray, right: np.ndarray, gold: list[float]) -> floa
     left = left / np.linalg.norm(left, axis=1, keepdims=True)
     right = right / np.linalg.norm(right, axis=1, keepdims=True)
     return float(100 * spearmanr((left * right).sum(axis=1), gold).statistic)
+
+
+def read_corpus(data: Path, limit: int) -> list[str]:
+    """Up to ``limit`` distinct real sentences: Quora questions, then NLI and STS-B sentences."""
+    seen = dict.fromkeys(read_quora_questions(data / "quora" / "quora_pairs_train.jsonl.gz", limit))
+    sources = [(data / "nli" / f, ("premise", "hypothesis")) for f in sorted(os.listdir(data / "nli"))]
+    sources.append((data / "stsb" / "stsb_train.tsv.gz", ("sentence1", "sentence2")))
+    for path, columns in sources:
+        if len(seen) >= limit or not path.name.endswith(".tsv.gz") or "test" in path.name:
+            continue
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for row in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE):
+                for column in columns:
+                    text = (row.get(column) or "").strip()
+                    if text:
+                        seen.setdefault(text, None)
+    return list(seen)[:limit]
+
+
+def read_quora_pairs(path: Path) -> list[dict[str, object]]:
+    """Every labelled pair of the Quora pairs file."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f]

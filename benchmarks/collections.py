@@ -1,0 +1,192 @@
+"""Text collections end to end, each figure beside its anchor, in one run on this machine.
+
+1. Ingestion: ``upsert_texts`` of N Quora questions into embedded Qdrant Edge vs encoding alone (same encoder), and
+   vs a hand-written loop of sentence-transformers ``encode`` + qdrant-client ``upsert`` in batches of 64.
+2. Search: ``search_text`` p50/p95 latency on M real sentences in Qdrant Edge after ``optimize()`` vs exact numpy
+   search over the same vectors, with recall@10 against the exact result.
+3. The same search on qdrant-client's local mode (exact search in Python), the other embedded engine.
+4. Quora duplicate retrieval: held-out duplicate pairs, all their questions indexed; MRR@10 of the partner through
+   ``search_text`` vs exact numpy cosine over the same vectors.
+
+    python benchmarks/collections.py --data ../shared/data [--ingest 20000] [--points 100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from _data import read_corpus, read_quora_pairs, read_quora_questions
+from qdrant_client import QdrantClient, models
+from sentence_transformers import SentenceTransformer
+
+from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant.encoder.loading import resolve_model_folder
+from sbert_qdrant.records import text_id
+
+
+def _rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:8.1f} texts/s"
+
+
+def ingestion(data: Path, count: int, encoder: SentenceEncoder) -> None:
+    questions = read_quora_questions(data / "quora" / "quora_pairs_train.jsonl.gz", count)
+    print(f"\n== 1. ingestion of {len(questions)} Quora questions (fp32, CPU) ==")
+    start = time.perf_counter()
+    encoder.encode(questions, batch_size=32)
+    encode_only = time.perf_counter() - start
+
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        with TextCollection("bench", encoder, location=folder) as coll:
+            coll.upsert_texts(questions)
+            stored = coll.count()
+        ours = time.perf_counter() - start
+
+    reference = SentenceTransformer(str(resolve_model_folder(None)), device="cpu")
+    client = QdrantClient(":memory:")
+    start = time.perf_counter()
+    client.create_collection("bench", vectors_config=models.VectorParams(size=384, distance=models.Distance.COSINE))
+    for i in range(0, len(questions), 64):
+        batch = questions[i : i + 64]
+        vectors = reference.encode(batch, batch_size=64)
+        points = [
+            models.PointStruct(id=text_id(t), vector=v.tolist(), payload={"text": t})
+            for t, v in zip(batch, vectors, strict=True)
+        ]
+        client.upsert("bench", points=points)
+    hand = time.perf_counter() - start
+    assert stored == client.count("bench").count == len(questions)
+
+    print(f"encode only (sbert-qdrant)                       {_rate(len(questions), encode_only)}   (anchor A)")
+    print(f"hand loop: ST encode + qdrant-client, batches 64 {_rate(len(questions), hand)}   (anchor B)")
+    print(
+        f"upsert_texts into Qdrant Edge on disk            {_rate(len(questions), ours)}   "
+        f"{encode_only / ours:.2f}x A (target >= 0.9)   {hand / ours:.2f}x B (target >= 1.5)"
+    )
+
+
+def _percentiles(latencies: list[float]) -> str:
+    ms = np.asarray(latencies) * 1000
+    return f"p50 {np.percentile(ms, 50):7.2f} ms   p95 {np.percentile(ms, 95):7.2f} ms"
+
+
+def _exact_top(matrix: np.ndarray, queries: np.ndarray, k: int) -> tuple[list[list[int]], list[float]]:
+    tops, latencies = [], []
+    for query in queries:
+        start = time.perf_counter()
+        scores = matrix @ query
+        top = np.argpartition(-scores, k)[:k]
+        tops.append(top[np.argsort(-scores[top])].tolist())
+        latencies.append(time.perf_counter() - start)
+    return tops, latencies
+
+
+def _timed_search(coll: TextCollection, queries: list[str], ids: dict[str, int], k: int) -> tuple[list, list]:
+    tops, latencies = [], []
+    for query in queries:
+        start = time.perf_counter()
+        hits = coll.search_text(query, limit=k, with_payload=False)
+        latencies.append(time.perf_counter() - start)
+        tops.append([ids[h.id] for h in hits])
+    return tops, latencies
+
+
+def _recall(found: list[list[int]], exact: list[list[int]]) -> float:
+    return float(np.mean([len(set(f) & set(e)) / len(e) for f, e in zip(found, exact, strict=True)]))
+
+
+def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index_precision: str) -> None:
+    corpus = read_corpus(data, count + queries)
+    stored, asked = corpus[:count], corpus[count : count + queries]
+    print(f"\n== 2/3. search_text on {len(stored)} real sentences, {len(asked)} held-out queries, top 10 ==")
+    indexer = SentenceEncoder.load(device="cpu", precision=index_precision)  # type: ignore[arg-type]
+    start = time.perf_counter()
+    matrix = np.asarray(indexer.encode(stored, batch_size=64))
+    took = time.perf_counter() - start
+    print(f"(encoded the {len(stored)} points with the {index_precision} encoder in {took:.0f} s)")
+    ids = {text_id(t): i for i, t in enumerate(stored)}
+    query_vectors = np.asarray(encoder.encode(asked))
+    exact, exact_latency = _exact_top(matrix, query_vectors, 10)
+    encode_latency = []
+    for query in asked:
+        start = time.perf_counter()
+        encoder.encode(query)
+        encode_latency.append(time.perf_counter() - start)
+    print(f"query encoding alone                  {_percentiles(encode_latency)}")
+    print(f"exact numpy search (vectors only)     {_percentiles(exact_latency)}   (anchor)")
+
+    payloads = [{"text": t} for t in stored]
+    id_list = [text_id(t) for t in stored]
+    with tempfile.TemporaryDirectory() as folder:
+        for label, engine in (("Qdrant Edge, HNSW", {"location": folder}), ("qdrant-client local", {})):
+            client = None if engine else QdrantClient(":memory:")
+            coll = TextCollection("bench", encoder, client=client, **engine)  # type: ignore[arg-type]
+            coll._ensure(create=True)
+            start = time.perf_counter()
+            for i in range(0, len(stored), 1000):
+                coll.store.upsert("bench", coll.vector_name, id_list[i : i + 1000], matrix[i : i + 1000],
+                                  payloads[i : i + 1000], True)  # fmt: skip
+            coll.optimize()
+            load = time.perf_counter() - start
+            found, latency = _timed_search(coll, asked, ids, 10)
+            print(
+                f"search_text, {label:<19} {_percentiles(latency)}   recall@10 {_recall(found, exact):.3f}"
+                f"   (load + optimize {load:.0f} s)"
+            )
+            coll.close()
+
+
+def duplicate_retrieval(data: Path, encoder: SentenceEncoder) -> None:
+    pairs = read_quora_pairs(data / "quora" / "quora_pairs_train.jsonl.gz")
+    held_out = [p for p in pairs if int(p["id"]) % 5 == 0 and p["is_duplicate"] == 1]  # type: ignore[call-overload]
+    probes = [(str(p["question1"]), str(p["question2"])) for p in held_out if p["question1"] != p["question2"]]
+    questions = list(dict.fromkeys(q for pair in probes for q in pair))
+    print(f"\n== 4. Quora duplicate retrieval: {len(probes)} held-out duplicate pairs, {len(questions)} questions ==")
+    with tempfile.TemporaryDirectory() as folder, TextCollection("quora", encoder, location=folder) as coll:
+        coll.upsert_texts(questions)
+        coll.optimize()
+        results = coll.search_texts([q for q, _ in probes], limit=11)
+        vectors = np.asarray(encoder.encode(questions))
+    index = {q: i for i, q in enumerate(questions)}
+
+    def reciprocal_rank(ranked: list[str], partner: str) -> float:
+        return next((1 / r for r, text in enumerate(ranked[:10], 1) if text == partner), 0.0)
+
+    ours, exact = [], []
+    for (query, partner), hits in zip(probes, results, strict=True):
+        ours.append(reciprocal_rank([h.text for h in hits if h.text != query], partner))  # type: ignore[misc]
+        scores = vectors @ vectors[index[query]]
+        scores[index[query]] = -np.inf
+        order = np.argsort(-scores, kind="stable")[:10]
+        exact.append(reciprocal_rank([questions[i] for i in order], partner))
+    print(f"MRR@10 exact numpy cosine (anchor)    {np.mean(exact):.4f}")
+    difference = np.mean(ours) - np.mean(exact)
+    print(f"MRR@10 through search_text (Edge)     {np.mean(ours):.4f}   difference {difference:+.4f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--ingest", type=int, default=20_000, help="Quora questions for part 1")
+    parser.add_argument("--points", type=int, default=100_000, help="stored sentences for parts 2 and 3")
+    parser.add_argument("--queries", type=int, default=200, help="search queries for parts 2 and 3")
+    parser.add_argument("--index-precision", default="int8", help="encoder precision for the part 2 points")
+    parser.add_argument("--parts", default="1234", help="which parts to run")
+    args = parser.parse_args()
+    encoder = SentenceEncoder.load(device="cpu")
+    print(f"{sys.platform}, torch CPU, encoder {encoder!r}")
+    if "1" in args.parts:
+        ingestion(args.data, args.ingest, encoder)
+    if "2" in args.parts or "3" in args.parts:
+        search(args.data, args.points, args.queries, encoder, args.index_precision)
+    if "4" in args.parts:
+        duplicate_retrieval(args.data, encoder)
+
+
+if __name__ == "__main__":
+    main()
