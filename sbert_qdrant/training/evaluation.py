@@ -26,68 +26,65 @@ class Evaluator(Protocol):
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]: ...
 
 
-def _pair_cosines(encoder: SentenceEncoder, left: Sequence[str], right: Sequence[str], batch_size: int) -> np.ndarray:
-    texts = list(dict.fromkeys([*left, *right]))  # each distinct text encoded once
-    vectors = np.asarray(encoder.encode(texts, batch_size=batch_size, normalize=True))
-    index = {text: i for i, text in enumerate(texts)}
-    a = vectors[[index[t] for t in left]]
-    b = vectors[[index[t] for t in right]]
-    return (a * b).sum(axis=1)
+class _PairEvaluator:
+    """Shared by the pair evaluators: the pairs, their gold values and the cosine of each pair."""
+
+    def __init__(
+        self, sentences1: Sequence[str], sentences2: Sequence[str], gold: Sequence[float], batch_size: int = 64
+    ) -> None:
+        if not len(sentences1) == len(sentences2) == len(gold) or not sentences1:
+            raise InvalidInputError(
+                f"got {len(sentences1)} first texts, {len(sentences2)} second texts and {len(gold)} labels; "
+                "pass one label per pair and at least one pair."
+            )
+        self.sentences1, self.sentences2 = list(sentences1), list(sentences2)
+        self.gold = np.asarray(gold, dtype=np.float64)
+        self.batch_size = batch_size
+
+    def cosines(self, encoder: SentenceEncoder) -> np.ndarray:
+        """cos(u, v) of every pair; each distinct text is encoded once."""
+        texts = list(dict.fromkeys([*self.sentences1, *self.sentences2]))
+        vectors = np.asarray(encoder.encode(texts, batch_size=self.batch_size, normalize=True))
+        index = {text: i for i, text in enumerate(texts)}
+        a = vectors[[index[t] for t in self.sentences1]]
+        b = vectors[[index[t] for t in self.sentences2]]
+        return (a * b).sum(axis=1)
 
 
-def _checked_pairs(left: Sequence[str], right: Sequence[str], gold: Sequence[Any]) -> None:
-    if not len(left) == len(right) == len(gold) or not left:
-        raise InvalidInputError(
-            f"got {len(left)} first texts, {len(right)} second texts and {len(gold)} labels; "
-            "pass one label per pair and at least one pair."
-        )
-
-
-class STSEvaluator:
+class STSEvaluator(_PairEvaluator):
     """Spearman and Pearson correlation (x100) of cos(u, v) with gold similarity scores."""
 
     primary_metric = "spearman"
 
-    def __init__(
-        self, sentences1: Sequence[str], sentences2: Sequence[str], scores: Sequence[float], batch_size: int = 64
-    ) -> None:
-        _checked_pairs(sentences1, sentences2, scores)
-        self.sentences1, self.sentences2 = list(sentences1), list(sentences2)
-        self.scores = np.asarray(scores, dtype=np.float64)
-        self.batch_size = batch_size
-
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
-        cosine = _pair_cosines(encoder, self.sentences1, self.sentences2, self.batch_size)
+        cosine = self.cosines(encoder)
         return {
-            "spearman": 100 * float(spearmanr(cosine, self.scores).statistic),
-            "pearson": 100 * float(pearsonr(cosine, self.scores).statistic),
+            "spearman": 100 * float(spearmanr(cosine, self.gold).statistic),
+            "pearson": 100 * float(pearsonr(cosine, self.gold).statistic),
         }
 
 
-def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Average precision of ranking by ``scores`` (ties share one threshold, as scikit-learn counts them)."""
+def _cumulative(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Per distinct score, highest first: the score, true positives and predictions at or above it; positives."""
     order = np.argsort(-scores, kind="stable")
-    s, y = scores[order], labels[order].astype(np.float64)
-    positives = y.sum()
+    s, y = scores[order], labels[order].astype(np.int64)
+    last_of_tie = np.r_[np.diff(s) != 0, True]  # ties share one threshold, as scikit-learn counts them
+    return s[last_of_tie], np.cumsum(y)[last_of_tie], np.arange(1, len(s) + 1)[last_of_tie], int(y.sum())
+
+
+def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Average precision of ranking pairs by ``scores``."""
+    _, true_pos, predicted, positives = _cumulative(scores, labels)
     if positives == 0:
         return 0.0
-    last_of_tie = np.r_[np.diff(s) != 0, True]
-    true_pos = np.cumsum(y)[last_of_tie]
-    predicted = (np.arange(1, len(s) + 1))[last_of_tie]
-    precision = true_pos / predicted
-    recall_gain = np.diff(np.r_[0.0, true_pos]) / positives
-    return float((precision * recall_gain).sum())
+    recall_gain = np.diff(np.r_[0, true_pos]) / positives
+    return float((true_pos / predicted * recall_gain).sum())
 
 
 def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Best accuracy and best F1 over all cosine thresholds (a pair is positive when its score >= threshold)."""
-    order = np.argsort(-scores, kind="stable")
-    s, y = scores[order], labels[order].astype(np.int64)
-    n, positives = len(y), int(y.sum())
-    last_of_tie = np.r_[np.diff(s) != 0, True]
-    true_pos = np.cumsum(y)[last_of_tie]
-    predicted = np.arange(1, n + 1)[last_of_tie]
-    cut = s[last_of_tie]
+    cut, true_pos, predicted, positives = _cumulative(scores, labels)
+    n = len(scores)
     accuracy = (true_pos + (n - positives) - (predicted - true_pos)) / n
     best_acc = int(np.argmax(accuracy))
     f1 = 2 * true_pos / np.maximum(predicted + positives, 1)
@@ -102,7 +99,7 @@ def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     }
 
 
-class PairClassificationEvaluator:
+class PairClassificationEvaluator(_PairEvaluator):
     """Duplicate detection from cosine: best-threshold accuracy and F1 (with precision, recall) and AP (primary)."""
 
     primary_metric = "ap"
@@ -110,16 +107,14 @@ class PairClassificationEvaluator:
     def __init__(
         self, sentences1: Sequence[str], sentences2: Sequence[str], labels: Sequence[int], batch_size: int = 64
     ) -> None:
-        _checked_pairs(sentences1, sentences2, labels)
-        values = np.asarray(labels)
-        if not np.isin(values, (0, 1)).all():
-            raise InvalidInputError(f"labels must be 0 or 1; found {sorted(set(values.tolist()) - {0, 1})[:5]}.")
-        self.sentences1, self.sentences2 = list(sentences1), list(sentences2)
-        self.labels = values.astype(np.int64)
-        self.batch_size = batch_size
+        super().__init__(sentences1, sentences2, labels, batch_size)
+        if not np.isin(self.gold, (0, 1)).all():
+            bad = sorted(set(self.gold.tolist()) - {0, 1})[:5]
+            raise InvalidInputError(f"labels must be 0 or 1; found {bad}.")
+        self.labels = self.gold.astype(np.int64)
 
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
-        cosine = _pair_cosines(encoder, self.sentences1, self.sentences2, self.batch_size)
+        cosine = self.cosines(encoder)
         return {**best_thresholds(cosine, self.labels), "ap": 100 * average_precision(cosine, self.labels)}
 
 
