@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .aio import AsyncTextCollection
 from .collection import DuplicatePair, TextCollection
 from .dedup import Calibration
 from .encoder import (
@@ -35,6 +36,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_MODEL",
+    "AsyncTextCollection",
     "AttentionPooling",
     "Calibration",
     "CollectionMismatchError",

@@ -41,7 +41,7 @@ def _client_options(url: str, api_key: str | None, settings: Settings) -> dict[s
     return {"url": url, "api_key": secret or None, "timeout": int(settings.timeout)}
 
 
-def _retry_policy(settings: Settings) -> RetryPolicy:
+def retry_policy(settings: Settings) -> RetryPolicy:
     return RetryPolicy(attempts=settings.retry_attempts, max_seconds=settings.retry_max_seconds)
 
 
@@ -62,9 +62,9 @@ def open_store(
                 f"client must be a qdrant_client.QdrantClient, not {type(target).__name__} "
                 "(use AsyncTextCollection for AsyncQdrantClient)."
             )
-        return ClientStore(target, retry or _retry_policy(settings), close_client=False)
+        return ClientStore(target, retry or retry_policy(settings), close_client=False)
     if kind == "url":
-        return ClientStore(QdrantClient(**_client_options(target, api_key, settings)), retry or _retry_policy(settings))
+        return ClientStore(QdrantClient(**_client_options(target, api_key, settings)), retry or retry_policy(settings))
     return EdgeStore(target)
 
 
