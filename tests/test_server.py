@@ -1,0 +1,63 @@
+"""The collection behaviour suite against a real Qdrant server (``docker compose up -d``), when QDRANT_URL is set.
+
+QDRANT_URL=http://localhost:6333 python -m pytest tests/test_server.py
+QDRANT_CLUSTER_URL=http://localhost:6433 ...   # also the sharded, replicated case on the 3-node profile
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from test_collection import (  # noqa: F401  (re-run here against the server)
+    test_bad_input_writes_nothing,
+    test_duplicates_calibration_and_mining,
+    test_existing_collection_is_checked_never_replaced,
+    test_filters_work_the_same_on_every_engine,
+    test_get_returns_unit_vectors_in_the_asked_order,
+    test_identical_texts_in_one_call_are_stored_once,
+    test_keys_are_kept_in_the_payload_and_address_points,
+    test_reads_of_a_missing_collection_fail_clearly,
+    test_records_stream_from_an_iterable,
+    test_search_finds_paraphrases_with_typed_hits,
+    test_skip_leaves_stored_points_alone_and_encodes_only_new_ones,
+    test_upsert_is_idempotent_and_ids_are_deterministic,
+)
+
+from sbert_qdrant import SentenceEncoder, TextCollection
+
+URL = os.environ.get("QDRANT_URL")
+pytestmark = pytest.mark.skipif(
+    not URL, reason="QDRANT_URL is not set; run `docker compose up -d` and export QDRANT_URL=http://localhost:6333"
+)
+
+
+@pytest.fixture
+def make() -> Iterator[object]:
+    """Collections on the server under a per-test prefix, dropped afterwards."""
+    prefix = f"sbq_test_{uuid.uuid4().hex[:8]}"
+    opened: list[TextCollection] = []
+
+    def factory(encoder: SentenceEncoder, name: str = "faq", **options: object) -> TextCollection:
+        collection = TextCollection(f"{prefix}_{name}", encoder, url=URL, **options)  # type: ignore[arg-type]
+        opened.append(collection)
+        return collection
+
+    yield factory
+    for collection in opened:
+        if collection.exists():
+            collection.delete_collection()
+        collection.close()
+
+
+@pytest.mark.skipif(not os.environ.get("QDRANT_CLUSTER_URL"), reason="QDRANT_CLUSTER_URL is not set")
+def test_sharded_replicated_collection_on_the_cluster(tiny_encoder: SentenceEncoder) -> None:
+    name = f"sbq_cluster_{uuid.uuid4().hex[:8]}"
+    url = os.environ["QDRANT_CLUSTER_URL"]
+    with TextCollection(name, tiny_encoder, url=url, shard_number=3, replication_factor=2) as coll:
+        ids = coll.upsert_texts([f"question number {i}" for i in range(300)])
+        coll.optimize()
+        assert coll.count() == 300 and coll.search_text("question number 7", limit=1)[0].id == ids[7]
+        coll.delete_collection()
