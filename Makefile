@@ -6,7 +6,7 @@ TORCH_SPEC ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench-encode clean
+.PHONY: install demo test lint bench-encode bench-collections clean
 
 $(BIN)/sbert-qdrant: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ $(BIN)/sbert-qdrant: pyproject.toml
 install: $(BIN)/sbert-qdrant
 
 demo: install
-	$(BIN)/python examples/quora_similar_pairs.py
+	$(BIN)/sbert-qdrant demo
 
 test: install
 	$(BIN)/python -m pytest -q
@@ -30,6 +30,9 @@ lint: install
 
 bench-encode: install
 	$(BIN)/python benchmarks/encode.py --data ../shared/data
+
+bench-collections: install
+	$(BIN)/python benchmarks/collections.py --data ../shared/data
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
