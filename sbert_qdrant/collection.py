@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -77,13 +78,17 @@ class TextCollection(CollectionCore):
         )
         self.store: VectorStore = open_store(location, url, api_key, client, settings, retry)
         self._ready = False
+        self._ready_lock = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
     def _ensure(self, create: bool) -> None:
         """Check (and on a write, create) the collection once per instance."""
-        if self._ready:
-            return
+        with self._ready_lock:
+            if not self._ready:
+                self._prepare(create)
+
+    def _prepare(self, create: bool) -> None:
         if self.recreate and create:
             self.store.drop(self.collection_name)
             self.recreate = False

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -259,3 +260,11 @@ def test_edge_data_persists_across_processes_and_is_locked_while_open(
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_concurrent_writers_lose_nothing(make: Factory, tiny_encoder: SentenceEncoder) -> None:
+    coll = make(tiny_encoder)
+    batches = [[f"writer {w} text {i}" for i in range(80)] for w in range(2)]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(lambda texts: coll.upsert_texts(texts, batch_size=16), batches))
+    assert coll.count() == 160 and sorted(results[0] + results[1]) == sorted(text_id(t) for b in batches for t in b)
