@@ -176,10 +176,12 @@ class _Reference:
         return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=normalize)
 
 
-def weak_encoder(mode: str, seed: int) -> SentenceEncoder:
-    """all-MiniLM-L6-v2 with its transformer layers re-initialised above the (kept) embedding layer."""
+def weak_encoder(mode: str, seed: int, layers: int) -> SentenceEncoder:
+    """all-MiniLM-L6-v2's embedding layer under ``layers`` freshly initialised transformer layers."""
     encoder = SentenceEncoder.load(device="cpu")
     model = encoder.transformer.model
+    model.encoder.layer = model.encoder.layer[:layers]
+    model.config.num_hidden_layers = layers
     torch.manual_seed(seed)
     with torch.no_grad():
         for module in model.encoder.modules():  # BERT's own init: N(0, 0.02) weights, zero biases, unit LayerNorm
@@ -195,24 +197,34 @@ def weak_encoder(mode: str, seed: int) -> SentenceEncoder:
 def weak(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> None:
     steps, batch = args.weak_steps, 16
     print(
-        f"\n== weak start: MiniLM-L6 layers re-initialised, softmax-NLI {steps} steps x batch {batch} "
-        f"(of {len(nli)} pairs), lr {args.weak_lr}, warm-up 10 %, max_seq_length {args.max_seq_length}"
+        f"\n== weak start: MiniLM embeddings + {args.weak_layers} re-initialised layers, softmax-NLI {steps} steps "
+        f"x batch {batch} (of {len(nli)} pairs), lr {args.weak_lr}, warm-up 10 %, max_seq_length {args.max_seq_length}"
     )
-    print(f"{'pooling':<8}{'start':>8}{'end':>8}{'gain':>8}{'steps':>7}{'wall s':>8}{'pairs/s':>9}  load")
+    print(f"{'pooling':<8}{'start':>8}{'end':>8}{'gain':>8}{'steps':>7}{'wall s':>8}{'pairs/s':>9}{'loss':>15}  load")
     for mode in args.pooling:
-        encoder = weak_encoder(mode, args.seed)
+        encoder = weak_encoder(mode, args.seed, args.weak_layers)
         encoder.max_seq_length = args.max_seq_length
         start = sts(encoder)["spearman"]
         config = TrainingConfig(
-            max_steps=steps, batch_size=batch, learning_rate=args.weak_lr, precision="fp32", seed=args.seed
+            max_steps=steps,
+            batch_size=batch,
+            learning_rate=args.weak_lr,
+            precision="fp32",
+            seed=args.seed,
+            eval_steps=args.weak_eval_steps,
         )
         note = load_note()
-        result, wall, _ = timed(Trainer(encoder, [(SoftmaxLoss(encoder), nli)], config).fit)
-        end = sts(encoder)["spearman"]
+        trainer = Trainer(encoder, [(SoftmaxLoss(encoder), nli)], config, evaluator=sts)
+        result, wall, _ = timed(trainer.fit)
+        end = result.evaluations[-1][1]["spearman"]  # the trainer scores the last step
+        window = min(50, len(result.losses))
+        first, last = (sum(part) / window for part in (result.losses[:window], result.losses[-window:]))
         print(
             f"{mode:<8}{start:>8.2f}{end:>8.2f}{end - start:>+8.2f}{result.steps:>7}{wall:>8.1f}"
-            f"{result.examples_per_second:>9.2f}  {note}"
+            f"{result.examples_per_second:>9.2f}{first:>7.3f}->{last:.3f}  {note}"
         )
+        if args.weak_eval_steps:
+            print("  STS-B dev by step: " + ", ".join(f"{s}: {m['spearman']:.2f}" for s, m in result.evaluations))
 
 
 def read_quora(path: Path) -> tuple[list[Example], list[Example]]:
@@ -258,6 +270,8 @@ def main() -> None:
     parser.add_argument("--parity-steps", type=int, default=200)
     parser.add_argument("--weak-steps", type=int, default=600)
     parser.add_argument("--weak-lr", type=float, default=1e-4, help="re-initialised layers need more than 2e-5")
+    parser.add_argument("--weak-layers", type=int, default=6, help="re-initialised transformer layers (MiniLM: 6)")
+    parser.add_argument("--weak-eval-steps", type=int, default=None, help="also score STS-B dev every N steps")
     parser.add_argument("--pooling", nargs="+", default=["mean", "max", "cls"])
     parser.add_argument("--max-seq-length", type=int, default=64, help="token limit in the weak-start runs")
     parser.add_argument("--quora-steps", type=int, default=300)

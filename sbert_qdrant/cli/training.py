@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..encoder import SentenceEncoder
 from ..errors import InvalidArgumentError
 from ..training import (
@@ -132,6 +134,7 @@ def _train(args: argparse.Namespace) -> int:
     if len(evaluators) > 1:
         raise InvalidArgumentError("give one --eval-sts or --eval-pairs file; the best model is kept by its metric.")
     encoder = SentenceEncoder.load(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
     config = TrainingConfig(
         epochs=args.epochs,
