@@ -1,0 +1,51 @@
+"""SIGKILL during ``sbert-qdrant index`` on embedded Qdrant Edge, then the same command again: every record is
+stored exactly once, with the vector and payload of a clean run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sbert_qdrant import SentenceEncoder, TextCollection
+
+HARNESS = Path(__file__).parent / "crash_harness.py"
+RECORDS = 2000
+
+
+def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    model = tmp_path / "model"
+    tiny_encoder.save(model)
+    records = tmp_path / "records.jsonl"
+    with records.open("w", encoding="utf-8") as f:
+        for i in range(RECORDS):
+            f.write(json.dumps({"id": i, "text": f"record {i} on topic {i % 23}: {'word ' * (i % 7)}", "n": i}) + "\n")
+    work = tmp_path / "work"
+    result = subprocess.run(
+        [sys.executable, str(HARNESS), str(records), str(model), str(work), "--kills", "20", "--batch-size", "25"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["final"] == 0
+    assert sum(code == -9 for code in report["outcomes"]) >= 20  # killed mid-run, not after finishing
+
+    with (
+        TextCollection("crash", tiny_encoder, location=work / "clean") as clean,
+        TextCollection("crash", tiny_encoder, location=work / "crashed") as crashed,
+    ):
+        assert clean.count() == crashed.count() == RECORDS
+        keys = list(range(RECORDS))
+        expected = {t.key: t for t in clean.get(keys=keys, with_vectors=True)}
+        got = {t.key: t for t in crashed.get(keys=keys, with_vectors=True)}
+        assert set(got) == set(expected) == set(keys)
+        for key in keys:
+            assert (got[key].text, got[key].payload) == (expected[key].text, expected[key].payload)
+            np.testing.assert_allclose(got[key].vector, expected[key].vector, atol=1e-6)  # type: ignore[arg-type]
+        ids = [p.id for page in crashed.store.scroll("crash", "text", False, 1000) for p in page]
+        assert len(ids) == len(set(ids)) == RECORDS
