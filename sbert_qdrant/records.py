@@ -128,12 +128,31 @@ def check_payload(payload: object, where: str) -> dict[str, Any]:
             f"{TEXT_KEY!r} and your id under {KEY_KEY!r}; rename those fields."
         )
     try:
-        json.dumps(fields, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError) as exc:
+        json.dumps(fields, allow_nan=False, ensure_ascii=False, default=_refuse).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError (a lone surrogate) is a ValueError
         raise InvalidInputError(
             f"{where} cannot be stored as JSON ({exc}); use str, int, float (finite), bool, None, lists and dicts."
         ) from exc
+    _check_integers(fields, where)
     return fields
+
+
+def _refuse(value: object) -> None:
+    raise TypeError(f"{type(value).__name__} {value!r:.40} is not JSON")
+
+
+def _check_integers(value: object, where: str) -> None:
+    """Qdrant stores payload integers as signed 64-bit."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise InvalidInputError(f"{where} holds the integer {value}, beyond 64 bits; store it as a str.")
+    if isinstance(value, dict):
+        for item in value.values():
+            _check_integers(item, where)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _check_integers(item, where)
 
 
 def _prepare(record: TextRecord, index: int) -> PreparedPoint:

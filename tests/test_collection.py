@@ -268,3 +268,14 @@ def test_concurrent_writers_lose_nothing(make: Factory, tiny_encoder: SentenceEn
     with ThreadPoolExecutor(max_workers=2) as pool:
         results = list(pool.map(lambda texts: coll.upsert_texts(texts, batch_size=16), batches))
     assert coll.count() == 160 and sorted(results[0] + results[1]) == sorted(text_id(t) for b in batches for t in b)
+
+
+def test_a_megabyte_text_is_stored_whole_and_encoded_truncated(
+    make: Factory, tiny_encoder: SentenceEncoder, caplog: pytest.LogCaptureFixture
+) -> None:
+    coll = make(tiny_encoder)
+    huge = "naïve café 東京 " * 70_000  # about 1 MB of mixed scripts
+    before = tiny_encoder.truncated_count
+    ids = coll.upsert_texts([huge, "short text\x00with a NUL"])
+    assert tiny_encoder.truncated_count == before + 1 and "truncated" in caplog.text
+    assert [t.text for t in coll.get(ids)] == [huge, "short text\x00with a NUL"]

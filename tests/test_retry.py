@@ -9,7 +9,11 @@ network (a mock peer) that answers qdrant-client's real HTTP stack with faults, 
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -181,3 +185,22 @@ def test_settings_keep_secrets_out_of_reprs(monkeypatch: pytest.MonkeyPatch, tin
         assert "sk-very-secret" not in text and "hunter2" not in text
     coll = TextCollection("faq", tiny_encoder, client=QdrantClient(":memory:"), settings=settings)
     assert "sk-very-secret" not in repr(coll)
+
+
+def test_cli_errors_and_logs_never_show_secrets(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "QDRANT_URL": "http://admin:hunter2@127.0.0.1:9",  # nothing listens: every attempt is refused
+        "QDRANT_API_KEY": "sk-very-secret",
+        "SBERT_QDRANT_RETRY_ATTEMPTS": "2",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "sbert_qdrant", "-v", "search", "hello", "--device", "cpu", "--no-progress"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 2 and "failed 2 times with transient faults" in result.stderr
+    assert "hunter2" not in result.stderr + result.stdout and "sk-very-secret" not in result.stderr + result.stdout

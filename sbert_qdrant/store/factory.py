@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any
 
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from ..errors import InvalidArgumentError
-from ..settings import Settings, redact_url
+from ..settings import Settings
 from .client import ClientStore
 from .edge import EdgeStore
 from .retry import RetryPolicy
-
-logger = logging.getLogger(__name__)
 
 
 def _choose(location: Any, url: str | None, client: Any, settings: Settings) -> tuple[str, Any]:
@@ -36,8 +33,6 @@ def _client_options(url: str, api_key: str | None, settings: Settings) -> dict[s
     secret = api_key
     if secret is None and settings.qdrant_api_key is not None:
         secret = settings.qdrant_api_key.get_secret_value()
-    if secret and url.startswith("http://") and not url.startswith(("http://localhost", "http://127.0.0.1")):
-        logger.warning("sending an API key over plain http to %s; use https:// for Qdrant Cloud", redact_url(url))
     return {"url": url, "api_key": secret or None, "timeout": int(settings.timeout)}
 
 
