@@ -23,6 +23,7 @@ from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from sbert_qdrant import (
+    PartialWriteError,
     RetryPolicy,
     SentenceEncoder,
     Settings,
@@ -204,3 +205,27 @@ def test_cli_errors_and_logs_never_show_secrets(tmp_path: Path) -> None:
     )
     assert result.returncode == 2 and "failed 2 times with transient faults" in result.stderr
     assert "hunter2" not in result.stderr + result.stdout and "sk-very-secret" not in result.stderr + result.stdout
+
+
+def test_a_batch_failing_for_good_reports_what_was_written(tiny_encoder: SentenceEncoder) -> None:
+    texts = [f"question number {i}" for i in range(10)]
+    client = FaultInjectingClient({})
+    coll = _collection(client, tiny_encoder)
+    coll.upsert_texts(texts[:1])  # the collection exists; now the third batch write fails past the budget
+    calls = {"n": 0}
+    real_upsert = client.inner.upsert
+
+    def third_batch_fails(*args: Any, **kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] >= 3:
+            raise _status(503)
+        return real_upsert(*args, **kwargs)
+
+    client.inner.upsert = third_batch_fails  # type: ignore[method-assign]
+    with pytest.raises(PartialWriteError, match="stopped after storing 6 points") as caught:
+        coll.upsert_texts(texts, batch_size=3)
+    stored = {t.id for t in coll.get(caught.value.written_ids + caught.value.unwritten_ids)}
+    assert set(caught.value.written_ids) <= stored and not set(caught.value.unwritten_ids) & stored
+    assert len(caught.value.written_ids) == 6 and len(caught.value.unwritten_ids) == 4
+    client.inner.upsert = real_upsert  # type: ignore[method-assign]
+    assert coll.upsert_texts(texts, on_conflict="skip").written == 4 and coll.count() == 10
