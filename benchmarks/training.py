@@ -22,6 +22,7 @@ import json
 import math
 import os
 import random
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -79,7 +80,8 @@ def load_note() -> str:
     return "load avg {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
 
 
-def parity(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> None:
+def _train_reference(folder: str, pairs: list[Example], steps: int, seed: int) -> tuple[Any, float, float, float]:
+    """sentence-transformers' SoftmaxLoss + SentenceTransformerTrainer: model, wall s, CPU s, steady pairs/s."""
     from datasets import Dataset
     from sentence_transformers import (
         SentenceTransformer,
@@ -88,33 +90,25 @@ def parity(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> N
     )
     from sentence_transformers.sentence_transformer import losses
 
-    steps, batch = args.parity_steps, 16
-    pairs = random.Random(args.seed).sample(nli, steps * batch)
-    folder = str(resolve_model_folder(None))
-    start = sts(SentenceEncoder.load(folder, device="cpu"))["spearman"]
-    print(f"\n== parity: {steps} steps x batch {batch} = {len(pairs)} NLI pairs, softmax, lr 2e-5, warm-up 10 %, seed")
-    print(f"start STS-B dev Spearman (both): {start:.2f}")
-
-    reference = SentenceTransformer(folder, device="cpu")
-    st_loss = losses.SoftmaxLoss(reference, reference.get_embedding_dimension(), num_labels=3)
-    dataset = Dataset.from_dict(
-        {
-            "sentence1": [e.texts[0] for e in pairs],
-            "sentence2": [e.texts[1] for e in pairs],
-            "label": [int(e.label or 0) for e in pairs],
-        }
-    )
+    model = SentenceTransformer(folder, device="cpu")
+    loss = losses.SoftmaxLoss(model, model.get_embedding_dimension(), num_labels=3)
+    used = pairs[: steps * 16]
+    columns = {
+        "sentence1": [e.texts[0] for e in used],
+        "sentence2": [e.texts[1] for e in used],
+        "label": [int(e.label or 0) for e in used],
+    }
     with tempfile.TemporaryDirectory() as tmp:
         training_args = SentenceTransformerTrainingArguments(
             output_dir=tmp,
-            per_device_train_batch_size=batch,
+            per_device_train_batch_size=16,
             learning_rate=2e-5,
             warmup_steps=math.ceil(0.1 * steps),
             lr_scheduler_type="linear",
             weight_decay=0.01,
             max_grad_norm=1.0,
             max_steps=steps,
-            seed=args.seed,
+            seed=seed,
             save_strategy="no",
             report_to="none",
             disable_tqdm=True,
@@ -122,34 +116,64 @@ def parity(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> N
             dataloader_drop_last=False,
         )
         clock = _StepClock()
-        st_trainer = SentenceTransformerTrainer(
-            model=reference, args=training_args, train_dataset=dataset, loss=st_loss, callbacks=[clock]
+        trainer = SentenceTransformerTrainer(
+            model=model, args=training_args, train_dataset=Dataset.from_dict(columns), loss=loss, callbacks=[clock]
         )
-        note_ref = load_note()
-        _, ref_wall, ref_cpu = timed(st_trainer.train)
-    reference.eval()
+        _, wall, cpu = timed(trainer.train)
+    model.eval()
+    return model, wall, cpu, clock.pairs_per_second(16)
+
+
+def _train_ours(
+    folder: str, pairs: list[Example], steps: int, seed: int
+) -> tuple[SentenceEncoder, float, float, float]:
+    """Our SoftmaxLoss + Trainer with the same settings: encoder, wall s, CPU s, pairs/s inside steps."""
+    encoder = SentenceEncoder.load(folder, device="cpu")
+    config = TrainingConfig(max_steps=steps, batch_size=16, precision="fp32", seed=seed)
+    result, wall, cpu = timed(Trainer(encoder, [(SoftmaxLoss(encoder), pairs[: steps * 16])], config).fit)
+    return encoder, wall, cpu, result.examples_per_second
+
+
+def parity(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> None:
+    steps = args.parity_steps
+    pairs = random.Random(args.seed).sample(nli, steps * 16)
+    folder = str(resolve_model_folder(None))
+    start = sts(SentenceEncoder.load(folder, device="cpu"))["spearman"]
+    print(f"\n== parity: {steps} steps x batch 16 = {len(pairs)} NLI pairs, softmax, lr 2e-5, warm-up 10 %, seed")
+    print(f"start STS-B dev Spearman (both): {start:.2f}")
+
+    note_ref = load_note()
+    reference, ref_wall, ref_cpu, ref_steady = _train_reference(folder, pairs, steps, args.seed)
     ref_sp = sts(_Reference(reference))["spearman"]  # type: ignore[arg-type]
-
-    ours = SentenceEncoder.load(folder, device="cpu")
-    config = TrainingConfig(max_steps=steps, batch_size=batch, precision="fp32", seed=args.seed)
-    trainer = Trainer(ours, [(SoftmaxLoss(ours), pairs)], config)
     note_ours = load_note()
-    result, our_wall, our_cpu = timed(trainer.fit)
+    ours, our_wall, our_cpu, our_steady = _train_ours(folder, pairs, steps, args.seed)
     our_sp = sts(ours)["spearman"]
-
     n = len(pairs)
-    print(f"{'trainer':<34}{'STS-B dev':>10}{'pairs/s':>9}{'pairs/CPU-s':>13}{'wall s':>8}  load")
-    for name, sp, wall, cpu, note in (
-        ("sentence-transformers (anchor)", ref_sp, ref_wall, ref_cpu, note_ref),
-        ("sbert-qdrant Trainer", our_sp, our_wall, our_cpu, note_ours),
+    print(f"{'trainer':<34}{'STS-B dev':>10}{'pairs/s':>9}{'pairs/CPU-s':>13}{'steady':>8}{'wall s':>8}  load")
+    for name, sp, wall, cpu, steady, note in (
+        ("sentence-transformers (anchor)", ref_sp, ref_wall, ref_cpu, ref_steady, note_ref),
+        ("sbert-qdrant Trainer", our_sp, our_wall, our_cpu, our_steady, note_ours),
     ):
-        print(f"{name:<34}{sp:>10.2f}{n / wall:>9.2f}{n / cpu:>13.2f}{wall:>8.1f}  {note}")
-    ref_steady, our_steady = clock.pairs_per_second(batch), result.examples_per_second
+        print(f"{name:<34}{sp:>10.2f}{n / wall:>9.2f}{n / cpu:>13.2f}{steady:>8.2f}{wall:>8.1f}  {note}")
     print(
         f"ours - reference: {our_sp - ref_sp:+.2f} Spearman points; throughput {ref_wall / our_wall:.2f}x wall, "
-        f"{ref_cpu / our_cpu:.2f}x per CPU-second; steady state (time inside steps) "
-        f"{our_steady:.2f} vs {ref_steady:.2f} pairs/s = {our_steady / ref_steady:.2f}x"
+        f"{ref_cpu / our_cpu:.2f}x per CPU-second, {our_steady / ref_steady:.2f}x steady state"
     )
+    # The machine is shared: more short runs, alternating which goes first, pair each timing with its neighbour.
+    ratios = [our_steady / ref_steady]
+    short = args.parity_timing_steps
+    for r in range(1, args.parity_rounds):
+        order = ("ours", "reference") if r % 2 else ("reference", "ours")
+        rates = {}
+        for who in order:
+            run = _train_ours if who == "ours" else _train_reference
+            rates[who] = run(folder, pairs, short, args.seed)[3]
+        ratios.append(rates["ours"] / rates["reference"])
+        print(
+            f"timing round {r + 1} ({short} steps each, {order[0]} first): ours {rates['ours']:.2f}, "
+            f"reference {rates['reference']:.2f} pairs/s = {ratios[-1]:.2f}x  {load_note()}"
+        )
+    print(f"steady-state throughput ratio, median of {len(ratios)} rounds: {statistics.median(ratios):.2f}x")
 
 
 class _StepClock(TrainerCallback):
@@ -176,15 +200,15 @@ class _Reference:
         return self.model.encode(texts, batch_size=batch_size, normalize_embeddings=normalize)
 
 
-def weak_encoder(mode: str, seed: int, layers: int) -> SentenceEncoder:
-    """all-MiniLM-L6-v2's embedding layer under ``layers`` freshly initialised transformer layers."""
+def weak_encoder(mode: str, seed: int, layers: int, keep: int) -> SentenceEncoder:
+    """all-MiniLM-L6-v2 cut to ``layers`` layers, all but the lowest ``keep`` freshly initialised (embeddings kept)."""
     encoder = SentenceEncoder.load(device="cpu")
     model = encoder.transformer.model
     model.encoder.layer = model.encoder.layer[:layers]
     model.config.num_hidden_layers = layers
     torch.manual_seed(seed)
-    with torch.no_grad():
-        for module in model.encoder.modules():  # BERT's own init: N(0, 0.02) weights, zero biases, unit LayerNorm
+    with torch.no_grad():  # BERT's own init: N(0, 0.02) weights, zero biases, unit LayerNorm
+        for module in model.encoder.layer[keep:].modules():
             if isinstance(module, torch.nn.Linear):
                 module.weight.normal_(0.0, model.config.initializer_range)
                 module.bias.zero_()
@@ -197,12 +221,13 @@ def weak_encoder(mode: str, seed: int, layers: int) -> SentenceEncoder:
 def weak(args: argparse.Namespace, nli: list[Example], sts: STSEvaluator) -> None:
     steps, batch = args.weak_steps, 16
     print(
-        f"\n== weak start: MiniLM embeddings + {args.weak_layers} re-initialised layers, softmax-NLI {steps} steps "
+        f"\n== weak start: MiniLM embeddings + {args.weak_keep} pretrained and {args.weak_layers - args.weak_keep} "
+        f"re-initialised layers, softmax-NLI {steps} steps "
         f"x batch {batch} (of {len(nli)} pairs), lr {args.weak_lr}, warm-up 10 %, max_seq_length {args.max_seq_length}"
     )
     print(f"{'pooling':<8}{'start':>8}{'end':>8}{'gain':>8}{'steps':>7}{'wall s':>8}{'pairs/s':>9}{'loss':>15}  load")
     for mode in args.pooling:
-        encoder = weak_encoder(mode, args.seed, args.weak_layers)
+        encoder = weak_encoder(mode, args.seed, args.weak_layers, args.weak_keep)
         encoder.max_seq_length = args.max_seq_length
         start = sts(encoder)["spearman"]
         config = TrainingConfig(
@@ -267,10 +292,13 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("../shared/data"), help="folder with nli/, stsb/, quora/")
     parser.add_argument("--parts", nargs="+", default=["parity", "weak", "quora"], choices=("parity", "weak", "quora"))
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--parity-steps", type=int, default=200)
+    parser.add_argument("--parity-steps", type=int, default=120)
+    parser.add_argument("--parity-rounds", type=int, default=3, help="1 full run + timing-only rounds")
+    parser.add_argument("--parity-timing-steps", type=int, default=40, help="steps of each timing-only round")
     parser.add_argument("--weak-steps", type=int, default=600)
     parser.add_argument("--weak-lr", type=float, default=1e-4, help="re-initialised layers need more than 2e-5")
     parser.add_argument("--weak-layers", type=int, default=6, help="re-initialised transformer layers (MiniLM: 6)")
+    parser.add_argument("--weak-keep", type=int, default=0, help="lowest pretrained layers kept as they are")
     parser.add_argument("--weak-eval-steps", type=int, default=None, help="also score STS-B dev every N steps")
     parser.add_argument("--pooling", nargs="+", default=["mean", "max", "cls"])
     parser.add_argument("--max-seq-length", type=int, default=64, help="token limit in the weak-start runs")
