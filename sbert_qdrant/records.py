@@ -225,6 +225,8 @@ def prepared_chunks(
         for name, values in (("ids", ids), ("payloads", payloads)):
             if values is not None and len(values) != len(texts):
                 raise InvalidInputError(f"{name} has {len(values)} items but texts has {len(texts)}; pass one each.")
+        if ids is not None and None in ids:
+            raise InvalidInputError(f"ids[{list(ids).index(None)}] is None; give every text an id, or pass ids=None.")
         records = [
             _as_record(t, i)
             if ids is None and payloads is None
