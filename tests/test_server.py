@@ -7,8 +7,12 @@ QDRANT_CLUSTER_URL=http://localhost:6433 ...   # also the sharded, replicated ca
 from __future__ import annotations
 
 import os
+import subprocess
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from test_collection import (  # noqa: F401  (re-run here against the server)
@@ -26,7 +30,7 @@ from test_collection import (  # noqa: F401  (re-run here against the server)
     test_upsert_is_idempotent_and_ids_are_deterministic,
 )
 
-from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant import RetryPolicy, SentenceEncoder, TextCollection
 
 URL = os.environ.get("QDRANT_URL")
 pytestmark = pytest.mark.skipif(
@@ -60,4 +64,24 @@ def test_sharded_replicated_collection_on_the_cluster(tiny_encoder: SentenceEnco
         ids = coll.upsert_texts([f"question number {i}" for i in range(300)])
         coll.optimize()
         assert coll.count() == 300 and coll.search_text("question number 7", limit=1)[0].id == ids[7]
+        coll.delete_collection()
+
+
+@pytest.mark.skipif(
+    not os.environ.get("SBERT_QDRANT_TEST_RESTART"),
+    reason="set SBERT_QDRANT_TEST_RESTART=1 (with QDRANT_URL pointing at `docker compose up -d`) to restart the server",
+)
+def test_ingestion_survives_a_server_restart(tiny_encoder: SentenceEncoder) -> None:
+    name = f"sbq_restart_{uuid.uuid4().hex[:8]}"
+    texts = [f"question number {i} about topic {i % 13}" for i in range(20_000)]
+    patient = RetryPolicy(attempts=30, max_seconds=120, initial_backoff=0.5, max_backoff=5)
+    with TextCollection(name, tiny_encoder, url=URL, retry=patient) as coll:
+        coll.upsert_texts(texts[:100])
+        writer = threading.Thread(target=lambda: coll.upsert_texts(texts, batch_size=100))
+        writer.start()
+        time.sleep(1.0)
+        compose = Path(__file__).parent.parent / "docker-compose.yml"
+        subprocess.run(["docker", "compose", "-f", str(compose), "restart", "qdrant"], check=True, timeout=120)
+        writer.join(timeout=600)
+        assert not writer.is_alive() and coll.count() == len(texts)
         coll.delete_collection()
