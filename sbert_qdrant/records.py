@@ -225,8 +225,9 @@ def prepared_chunks(
         for name, values in (("ids", ids), ("payloads", payloads)):
             if values is not None and len(values) != len(texts):
                 raise InvalidInputError(f"{name} has {len(values)} items but texts has {len(texts)}; pass one each.")
-        if ids is not None and None in ids:
-            raise InvalidInputError(f"ids[{list(ids).index(None)}] is None; give every text an id, or pass ids=None.")
+        missing = [i for i, key in enumerate(ids or []) if key is None]
+        if missing:
+            raise InvalidInputError(f"ids[{missing[0]}] is None; give every text an id, or pass ids=None.")
         records = [
             _as_record(t, i)
             if ids is None and payloads is None
