@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from qdrant_client import models
 
-from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration
+from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration, mine_pairs
 from .encoder import SentenceEncoder
 from .errors import (
     CollectionMismatchError,
@@ -283,7 +283,6 @@ class CollectionCore:
         ids: list[str],
         texts: list[str | None],
         rows: list[np.ndarray | None],
-        miner: Callable[[np.ndarray, float, int, int], list[tuple[int, int, float]]],
         threshold: float,
         top_k: int,
         limit: int | None,
@@ -292,7 +291,7 @@ class CollectionCore:
         if not ids:
             return []
         vectors = np.stack([r for r in rows if r is not None])
-        pairs = miner(vectors, threshold, top_k, chunk_size)
+        pairs = mine_pairs(vectors, threshold, top_k, chunk_size)
         if limit is not None:
             pairs = pairs[:limit]
         return [DuplicatePair(score, ids[i], texts[i], ids[j], texts[j]) for i, j, score in pairs]

@@ -12,7 +12,7 @@ import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict
-from .dedup import Calibration, best_f1_threshold, mine_pairs
+from .dedup import Calibration, best_f1_threshold
 from .encoder import SentenceEncoder
 from .errors import InvalidArgumentError
 from .records import Hit, Key, PreparedPoint, StoredText, UpsertResult, prepared_chunks
@@ -256,7 +256,7 @@ class AsyncTextCollection(CollectionCore):
         ids = [r.id for r in records]
         texts = [self.text_of(r.payload) for r in records]
         rows = [r.vector for r in records]
-        return await asyncio.to_thread(self.pairs_from, ids, texts, rows, mine_pairs, cut, top_k, limit, chunk_size)
+        return await asyncio.to_thread(self.pairs_from, ids, texts, rows, cut, top_k, limit, chunk_size)
 
 
 async def _finish(

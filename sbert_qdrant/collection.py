@@ -15,7 +15,7 @@ from qdrant_client import QdrantClient, models
 from tqdm.auto import tqdm
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict
-from .dedup import Calibration, best_f1_threshold, mine_pairs
+from .dedup import Calibration, best_f1_threshold
 from .encoder import SentenceEncoder
 from .records import Hit, Key, PreparedPoint, StoredText, UpsertResult, prepared_chunks
 from .settings import Settings
@@ -291,7 +291,7 @@ class TextCollection(CollectionCore):
                 ids.append(record.id)
                 texts.append(self.text_of(record.payload))
                 rows.append(record.vector)
-        return self.pairs_from(ids, texts, rows, mine_pairs, cut, top_k, limit, chunk_size)
+        return self.pairs_from(ids, texts, rows, cut, top_k, limit, chunk_size)
 
 
 def _prepend(first: Any, rest: Iterator[Any]) -> Iterator[Any]:

@@ -81,6 +81,11 @@ def query_requests(
     ]
 
 
+def vectors_selector(vector_name: str, with_vectors: bool) -> bool | list[str]:
+    """``with_vectors`` for retrieve/scroll: just our named vector, or all/none for the unnamed one."""
+    return [vector_name] if with_vectors and vector_name else with_vectors
+
+
 def scored(responses: Sequence[models.QueryResponse]) -> list[list[ScoredRecord]]:
     return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in r.points] for r in responses]
 

@@ -79,12 +79,12 @@ class AsyncClientStore:
         return rq.scored(await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
 
     async def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
-        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        vectors = rq.vectors_selector(vector_name, with_vectors)
         found = await self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_vectors=vectors)
         return rq.stored(found, vector_name)
 
     async def scroll_all(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> list[StoredRecord]:
-        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        vectors = rq.vectors_selector(vector_name, with_vectors)
         out: list[StoredRecord] = []
         offset: Any = None
         while True:

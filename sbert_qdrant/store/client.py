@@ -90,12 +90,12 @@ class ClientStore:
         return rq.scored(self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
-        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        vectors = rq.vectors_selector(vector_name, with_vectors)
         found = self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_vectors=vectors)
         return rq.stored(found, vector_name)
 
     def scroll(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> Iterator[list[StoredRecord]]:
-        vectors = [vector_name] if with_vectors and vector_name else with_vectors
+        vectors = rq.vectors_selector(vector_name, with_vectors)
         offset: Any = None
         while True:
             records, offset = self._call(
