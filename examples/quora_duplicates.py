@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sbert_qdrant import SentenceEncoder, TextCollection
-from sbert_qdrant.training.evaluation import average_precision
+from sbert_qdrant.dedup import average_precision
 
 DATA = Path(__file__).parent / "data" / "quora_pairs_sample.jsonl"
 

@@ -1,4 +1,4 @@
-"""Duplicate detection over vectors: best-F1 threshold calibration and chunked paraphrase mining."""
+"""Duplicate detection over vectors: threshold calibration (best F1, best accuracy), AP, chunked paraphrase mining."""
 
 from __future__ import annotations
 
@@ -26,30 +26,66 @@ class Calibration:
     positives: int
 
 
-def best_f1_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray) -> Calibration:
-    """The threshold maximising F1 when ``score >= threshold`` predicts a duplicate (midpoint between scores)."""
+def _checked_pairs(
+    scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels)
     if s.ndim != 1 or s.shape != y.shape or s.size == 0:
         raise InvalidInputError(f"need one label per score and at least one pair; got {s.shape} scores, {y.shape}.")
     if not np.isin(y, (0, 1)).all():
         raise InvalidInputError(f"labels must be 0/1 or bool; got values {sorted(set(y.tolist()))[:5]}.")
-    y = y.astype(bool)
+    return s, y.astype(np.int64)
+
+
+def _cuts(s: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Per distinct score, highest first: the score, true positives and predictions at or above it; positives.
+
+    Ties fall on one side of a threshold together, as scikit-learn counts them.
+    """
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last_of_tie = np.r_[np.diff(s) != 0, True]
+    return s[last_of_tie], np.cumsum(y)[last_of_tie], np.arange(1, s.size + 1)[last_of_tie], int(y.sum())
+
+
+def _threshold_at(cut: np.ndarray, best: int) -> float:
+    """Midway between the chosen score and the next lower one, so that neither sits on the edge."""
+    return float(cut[best] if best + 1 == cut.size else (cut[best] + cut[best + 1]) / 2)
+
+
+def best_f1_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray) -> Calibration:
+    """The threshold maximising F1 when ``score >= threshold`` predicts a duplicate."""
+    s, y = _checked_pairs(scores, labels)
     positives = int(y.sum())
     if positives == 0 or positives == y.size:
         raise InvalidInputError(f"calibration needs both duplicate and non-duplicate pairs; got {positives}/{y.size}.")
-    order = np.argsort(-s, kind="stable")
-    s, y = s[order], y[order]
-    true_pos = np.cumsum(y)
-    predicted = np.arange(1, y.size + 1)
-    # Only cut where the next score differs, so that ties fall on one side together.
-    cut = np.append(s[1:] < s[:-1], True)
-    precision = true_pos / predicted
-    recall = true_pos / positives
-    f1 = np.where(cut, 2 * precision * recall / np.maximum(precision + recall, 1e-12), -1.0)
+    cut, true_pos, predicted, _ = _cuts(s, y)
+    f1 = 2 * true_pos / (predicted + positives)
     best = int(np.argmax(f1))
-    threshold = float(s[best] if best + 1 == s.size else (s[best] + s[best + 1]) / 2)
-    return Calibration(threshold, float(f1[best]), float(precision[best]), float(recall[best]), int(y.size), positives)
+    precision, recall = float(true_pos[best] / predicted[best]), float(true_pos[best] / positives)
+    return Calibration(_threshold_at(cut, best), float(f1[best]), precision, recall, int(y.size), positives)
+
+
+def best_accuracy_threshold(
+    scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray
+) -> tuple[float, float]:
+    """``(threshold, accuracy)`` maximising accuracy when ``score >= threshold`` predicts a duplicate."""
+    s, y = _checked_pairs(scores, labels)
+    cut, true_pos, predicted, positives = _cuts(s, y)
+    accuracy = (true_pos + (y.size - positives) - (predicted - true_pos)) / y.size
+    best = int(np.argmax(accuracy))
+    return _threshold_at(cut, best), float(accuracy[best])
+
+
+def average_precision(scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray) -> float:
+    """Average precision of ranking pairs by ``scores`` (0 when there is no positive)."""
+    s, y = _checked_pairs(scores, labels)
+    _, true_pos, predicted, positives = _cuts(s, y)
+    if positives == 0:
+        return 0.0
+    recall_gain = np.diff(np.r_[0, true_pos]) / positives
+    return float((true_pos / predicted * recall_gain).sum())
 
 
 def mine_pairs(

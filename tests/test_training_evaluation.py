@@ -9,8 +9,9 @@ import pytest
 from scipy.stats import spearmanr
 
 from sbert_qdrant import InvalidInputError, SentenceEncoder
+from sbert_qdrant.dedup import average_precision
 from sbert_qdrant.training import PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
-from sbert_qdrant.training.evaluation import average_precision, best_thresholds
+from sbert_qdrant.training.evaluation import best_thresholds
 
 
 def test_sts_evaluator_matches_scipy_on_cosines(
@@ -27,9 +28,9 @@ def test_thresholds_by_hand() -> None:
     scores = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
     labels = np.array([1, 1, 0, 1, 0, 0])
     found = best_thresholds(scores, labels)
-    # Cut at 0.8: 5/6 right; cut at 0.6: tp 3, fp 1 -> F1 = 6/7, the best.
-    assert found["accuracy"] == pytest.approx(100 * 5 / 6) and found["accuracy_threshold"] == 0.8
-    assert found["f1"] == pytest.approx(100 * 6 / 7) and found["f1_threshold"] == 0.6
+    # Cut below 0.8: 5/6 right; cut below 0.6: tp 3, fp 1 -> F1 = 6/7, the best. Thresholds sit midway.
+    assert found["accuracy"] == pytest.approx(100 * 5 / 6) and found["accuracy_threshold"] == pytest.approx(0.75)
+    assert found["f1"] == pytest.approx(100 * 6 / 7) and found["f1_threshold"] == pytest.approx(0.55)
     assert found["precision"] == pytest.approx(75.0) and found["recall"] == pytest.approx(100.0)
     # AP: precision 1, 1, 3/4 at the three positives.
     assert average_precision(scores, labels) == pytest.approx((1 + 1 + 0.75) / 3)

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
+from ..dedup import average_precision, best_accuracy_threshold, best_f1_threshold
 from ..encoder import SentenceEncoder
 from ..errors import InvalidArgumentError, InvalidInputError
 
@@ -64,38 +65,17 @@ class STSEvaluator(_PairEvaluator):
         }
 
 
-def _cumulative(scores: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Per distinct score, highest first: the score, true positives and predictions at or above it; positives."""
-    order = np.argsort(-scores, kind="stable")
-    s, y = scores[order], labels[order].astype(np.int64)
-    last_of_tie = np.r_[np.diff(s) != 0, True]  # ties share one threshold, as scikit-learn counts them
-    return s[last_of_tie], np.cumsum(y)[last_of_tie], np.arange(1, len(s) + 1)[last_of_tie], int(y.sum())
-
-
-def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
-    """Average precision of ranking pairs by ``scores``."""
-    _, true_pos, predicted, positives = _cumulative(scores, labels)
-    if positives == 0:
-        return 0.0
-    recall_gain = np.diff(np.r_[0, true_pos]) / positives
-    return float((true_pos / predicted * recall_gain).sum())
-
-
 def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
     """Best accuracy and best F1 over all cosine thresholds (a pair is positive when its score >= threshold)."""
-    cut, true_pos, predicted, positives = _cumulative(scores, labels)
-    n = len(scores)
-    accuracy = (true_pos + (n - positives) - (predicted - true_pos)) / n
-    best_acc = int(np.argmax(accuracy))
-    f1 = 2 * true_pos / np.maximum(predicted + positives, 1)
-    best_f1 = int(np.argmax(f1))
+    accuracy_threshold, accuracy = best_accuracy_threshold(scores, labels)
+    f1 = best_f1_threshold(scores, labels)
     return {
-        "accuracy": 100 * float(accuracy[best_acc]),
-        "accuracy_threshold": float(cut[best_acc]),
-        "f1": 100 * float(f1[best_f1]),
-        "f1_threshold": float(cut[best_f1]),
-        "precision": 100 * float(true_pos[best_f1] / predicted[best_f1]),
-        "recall": 100 * float(true_pos[best_f1] / max(positives, 1)),
+        "accuracy": 100 * accuracy,
+        "accuracy_threshold": accuracy_threshold,
+        "f1": 100 * f1.f1,
+        "f1_threshold": f1.threshold,
+        "precision": 100 * f1.precision,
+        "recall": 100 * f1.recall,
     }
 
 
