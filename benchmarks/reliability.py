@@ -56,7 +56,8 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
         check=True,
     )
     report = json.loads(out.stdout.strip().splitlines()[-1])
-    killed = sum(code == -9 for code in report["outcomes"])
+    killed = [k for k in report["kills"] if k["outcome"] == -9]
+    points = sorted({k["after_writes"] for k in killed})
     with (
         TextCollection("crash", encoder, location=work / "clean") as clean,
         TextCollection("crash", encoder, location=work / "crashed") as crashed,
@@ -71,7 +72,10 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
             for k in got
         )
     print(f"\n== 1. crash safety: {records} records, sbert-qdrant index on Qdrant Edge, SIGKILL then re-run ==")
-    print(f"kill points tried: {killed} (runs killed mid-way; {len(report['outcomes']) - killed} ended first)")
+    print(
+        f"kill points tried: {len(report['kills'])}, killed mid-run: {len(killed)} "
+        f"(after {len(points)} distinct write counts from {points[0]} to {points[-1]} of {report['batches']} batches)"
+    )
     print(
         f"records lost: {records - len(got)}   duplicated: {len(ids) - len(set(ids))}   wrong vector/payload: {wrong}"
     )

@@ -1,45 +1,69 @@
-"""Kill ``sbert-qdrant index`` with SIGKILL at many points, re-running the same command each time.
+"""Kill ``sbert-qdrant index`` with SIGKILL at many points of its progress, re-running the same command each time.
 
     python tests/crash_harness.py RECORDS.jsonl MODEL_DIR WORK_DIR --kills 20
 
-One process imports the package once, then forks a fresh child for every run: a clean run into
-``WORK_DIR/clean`` (timed), then ``--kills`` runs into ``WORK_DIR/crashed`` that are SIGKILLed at points spread over
-that time (``--on-conflict overwrite``, every fourth ``skip``; a run that ends before its kill point is repeated
-with half the delay), then one last run of the same command to the end.
-The caller compares the two folders. Prints one JSON line: the kill delays and how the runs ended.
+One process imports the package once, then forks a fresh child for every run: a clean run into ``WORK_DIR/clean``,
+then ``--kills`` runs into ``WORK_DIR/crashed``, each SIGKILLed a random few milliseconds after its j-th batch write
+landed, j spread over the whole load (``--on-conflict overwrite``; every fourth run ``skip``, killed after its first
+write), then one last run of the same command to the end. Kill points follow progress, not the clock, so a slow
+or busy machine moves them nowhere. The child reports each landed write through a pipe: an observer wrapped
+around the Edge store's ``upsert`` that adds nothing else. The caller compares the two folders. Prints one JSON
+line: each kill point and how its run ended.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import random
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 from sbert_qdrant.cli import main as cli
+from sbert_qdrant.store.edge import EdgeStore
 
 
-def _run(argv: list[str], kill_after: float | None = None) -> tuple[int, float]:
-    """Fork a child running the CLI; SIGKILL it after ``kill_after`` seconds. (exit code or -signal, seconds)."""
-    start = time.perf_counter()
+def _child(argv: list[str], report_fd: int) -> None:
+    original = EdgeStore.upsert
+
+    def reporting_upsert(self: EdgeStore, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        os.write(report_fd, b".")  # this batch has landed
+
+    EdgeStore.upsert = reporting_upsert  # type: ignore[method-assign]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os._exit(cli(argv))
+
+
+def _run(argv: list[str], kill_after_writes: int | None = None, delay: float = 0.0) -> tuple[int, list[float]]:
+    """Fork a child running the CLI; SIGKILL it ``delay`` s after its ``kill_after_writes``-th write landed.
+
+    Returns the exit code (or -signal) and the times at which its writes landed.
+    """
+    read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.dup2(devnull, 2)
-        os._exit(cli(argv))
-    if kill_after is not None:
-        deadline = start + kill_after
-        while time.perf_counter() < deadline:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                return os.waitstatus_to_exitcode(status), time.perf_counter() - start
-            time.sleep(0.005)
+        os.close(read_fd)
+        _child(argv, write_fd)
+    os.close(write_fd)
+    landed: list[float] = []
+    while kill_after_writes is None or len(landed) < kill_after_writes:
+        chunk = os.read(read_fd, 4096)
+        if not chunk:  # the child closed the pipe: it ended
+            break
+        landed += [time.perf_counter()] * chunk.count(b".")
+    else:
+        time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - start
+    os.close(read_fd)
+    return os.waitstatus_to_exitcode(status), landed
 
 
 def main() -> None:
@@ -49,7 +73,9 @@ def main() -> None:
     parser.add_argument("work", type=Path)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    rng = random.Random(args.seed)
 
     def command(folder: str, on_conflict: str) -> list[str]:
         return [
@@ -58,21 +84,27 @@ def main() -> None:
             "--on-conflict", on_conflict, "--no-optimize", "--no-progress",
         ]  # fmt: skip
 
-    code, clean_seconds = _run(command("clean", "overwrite"))
-    if code != 0:
-        raise SystemExit(f"the clean run failed with exit code {code}")
-    # Kill points spread over the first 80 % of a clean run; a run that finishes first is tried again sooner.
-    delays = [clean_seconds * 0.8 * (k + 0.5) / args.kills for k in range(args.kills)]
-    outcomes = []
-    for k, delay in enumerate(delays):
-        for _ in range(5):
-            code, _ = _run(command("crashed", "skip" if k % 4 == 3 else "overwrite"), kill_after=delay)
-            outcomes.append(code)
+    start = time.perf_counter()
+    code, landed = _run(command("clean", "overwrite"))
+    clean_seconds = time.perf_counter() - start
+    if code != 0 or len(landed) < 4:
+        raise SystemExit(f"the clean run failed with exit code {code} after {len(landed)} writes (need >= 4)")
+    batches = len(landed)
+    batch_seconds = (landed[-1] - landed[0]) / (batches - 1)
+    kills = []
+    for k in range(args.kills):
+        # Overwrite runs die after write j, j spread from the first write to the last but one; skip runs resume what
+        # is missing and die after their first write. A skip run with nothing left to write is replaced by an
+        # overwrite run at the same j, so that every kill point lands mid-run.
+        j = 1 + math.floor(k * (batches - 1) / args.kills)
+        delay = rng.uniform(0, batch_seconds / 2)  # somewhere in encoding or writing the next batch
+        for on_conflict, after in (("skip", 1), ("overwrite", j)) if k % 4 == 3 else (("overwrite", j),):
+            code, landed = _run(command("crashed", on_conflict), kill_after_writes=after, delay=delay)
             if code == -signal.SIGKILL:
                 break
-            delay /= 2
+        kills.append({"on_conflict": on_conflict, "after_writes": after, "delay": delay, "outcome": code})
     final, _ = _run(command("crashed", "skip"))
-    print(json.dumps({"clean_seconds": clean_seconds, "delays": delays, "outcomes": outcomes, "final": final}))
+    print(json.dumps({"clean_seconds": clean_seconds, "batches": batches, "kills": kills, "final": final}))
 
 
 if __name__ == "__main__":

@@ -200,8 +200,8 @@ class Trainer:
         generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
         order = torch.randperm(task.size, generator=generator)
         index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size].tolist()
-        rows = [column[i] for column in task.columns for i in index]
-        features = self.encoder.transformer.collate(rows, self.encoder.device)
+        collate, device = self.encoder.transformer.collate, self.encoder.device
+        features = [collate([column[i] for i in index], device) for column in task.columns]
         labels = None if task.labels is None else task.labels[index].to(self.encoder.device)
         return task.objective, Batch(features, len(index), labels)
 
