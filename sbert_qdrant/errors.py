@@ -5,8 +5,10 @@ SbertQdrantError
 ├── InvalidArgumentError   (also ValueError) a parameter value the library cannot use
 │   └── CollectionMismatchError  an existing collection whose vectors differ from the encoder's
 ├── InvalidInputError      (also ValueError) texts or records that cannot be encoded or stored
+│   └── DataFormatError    a training data row that cannot be read (file, line); in sbert_qdrant.training
 ├── ModelLoadError         a model that cannot be found or read
-│   └── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
+│   ├── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
+│   └── CheckpointError    a training checkpoint that cannot be resumed; in sbert_qdrant.training
 └── StoreError             a Qdrant engine refused or failed an operation
     ├── CollectionNotFoundError (also LookupError) reading a collection that does not exist
     ├── StoreInUseError    an embedded (Edge) collection folder already opened by another process
