@@ -99,7 +99,7 @@ def main() -> None:
         j = 1 + math.floor(k * (batches - 1) / args.kills)
         delay = rng.uniform(0, batch_seconds / 2)  # somewhere in encoding or writing the next batch
         for on_conflict, after in (("skip", 1), ("overwrite", j)) if k % 4 == 3 else (("overwrite", j),):
-            code, landed = _run(command("crashed", on_conflict), kill_after_writes=after, delay=delay)
+            code, _ = _run(command("crashed", on_conflict), kill_after_writes=after, delay=delay)
             if code == -signal.SIGKILL:
                 break
         kills.append({"on_conflict": on_conflict, "after_writes": after, "delay": delay, "outcome": code})
