@@ -72,9 +72,10 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
             for k in got
         )
     print(f"\n== 1. crash safety: {records} records, sbert-qdrant index on Qdrant Edge, SIGKILL then re-run ==")
+    spread = f"after {len(points)} distinct write counts from {points[0]} to {points[-1]}" if points else "none"
     print(
         f"kill points tried: {len(report['kills'])}, killed mid-run: {len(killed)} "
-        f"(after {len(points)} distinct write counts from {points[0]} to {points[-1]} of {report['batches']} batches)"
+        f"({spread} of {report['batches']} batches)"
     )
     print(
         f"records lost: {records - len(got)}   duplicated: {len(ids) - len(set(ids))}   wrong vector/payload: {wrong}"

@@ -35,6 +35,8 @@ def _checked_pairs(
         raise InvalidInputError(f"need one label per score and at least one pair; got {s.shape} scores, {y.shape}.")
     if not np.isin(y, (0, 1)).all():
         raise InvalidInputError(f"labels must be 0/1 or bool; got values {sorted(set(y.tolist()))[:5]}.")
+    if not np.isfinite(s).all():
+        raise InvalidInputError(f"scores must be finite; score {int(np.flatnonzero(~np.isfinite(s))[0])} is not.")
     return s, y.astype(np.int64)
 
 
@@ -70,11 +72,16 @@ def best_f1_threshold(scores: Sequence[float] | np.ndarray, labels: Sequence[int
 def best_accuracy_threshold(
     scores: Sequence[float] | np.ndarray, labels: Sequence[int | bool] | np.ndarray
 ) -> tuple[float, float]:
-    """``(threshold, accuracy)`` maximising accuracy when ``score >= threshold`` predicts a duplicate."""
+    """``(threshold, accuracy)`` maximising accuracy when ``score >= threshold`` predicts a duplicate.
+
+    Predicting no duplicate at all is a candidate too (a threshold just above the highest score).
+    """
     s, y = _checked_pairs(scores, labels)
     cut, true_pos, predicted, positives = _cuts(s, y)
     accuracy = (true_pos + (y.size - positives) - (predicted - true_pos)) / y.size
     best = int(np.argmax(accuracy))
+    if (y.size - positives) / y.size > accuracy[best]:
+        return float(np.nextafter(cut[0], np.inf)), (y.size - positives) / y.size
     return _threshold_at(cut, best), float(accuracy[best])
 
 

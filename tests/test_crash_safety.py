@@ -35,7 +35,8 @@ def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tin
     assert report["final"] == 0
     killed = [k for k in report["kills"] if k["outcome"] == -9]
     assert len(killed) >= 20  # each run killed mid-way, after some of its writes had landed
-    assert len({k["after_writes"] for k in killed}) >= 15  # at points spread over the load
+    overwrites = {k["after_writes"] for k in killed if k["on_conflict"] == "overwrite"}
+    assert len(overwrites) >= 12  # at points spread over the load
 
     with (
         TextCollection("crash", tiny_encoder, location=work / "clean") as clean,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sbert_qdrant import InvalidInputError
-from sbert_qdrant.dedup import best_f1_threshold, mine_pairs
+from sbert_qdrant.dedup import best_accuracy_threshold, best_f1_threshold, mine_pairs
 
 
 def test_best_f1_threshold_cuts_between_scores() -> None:
@@ -22,9 +22,22 @@ def test_ties_stay_on_one_side() -> None:
     assert calibration.threshold == pytest.approx(0.5) and calibration.precision == 0.5
 
 
+def test_best_accuracy_threshold_may_predict_no_duplicate() -> None:
+    threshold, accuracy = best_accuracy_threshold([0.9, 0.8, 0.7, 0.6], [1, 1, 0, 0])
+    assert (threshold, accuracy) == (pytest.approx(0.75), 1.0)
+    # One low-scored duplicate among four: calling nothing a duplicate is right 3 times in 4, any cut less often.
+    threshold, accuracy = best_accuracy_threshold([0.9, 0.8, 0.7, 0.2], [0, 0, 0, 1])
+    assert accuracy == 0.75 and threshold > 0.9
+
+
 @pytest.mark.parametrize(
     ("scores", "labels", "message"),
-    [([0.5], [1], "both duplicate and non-duplicate"), ([0.5, 0.4], [1], "one label per score"), ([0.1], [2], "0/1")],
+    [
+        ([0.5], [1], "both duplicate and non-duplicate"),
+        ([0.5, 0.4], [1], "one label per score"),
+        ([0.1], [2], "0/1"),
+        ([0.5, float("nan")], [1, 0], "score 1 is not"),
+    ],
 )
 def test_calibration_input_errors(scores: list[float], labels: list[int], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):

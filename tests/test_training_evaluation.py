@@ -51,6 +51,8 @@ def test_pair_classification_on_identical_and_unrelated_pairs(tiny_encoder: Sent
     assert metrics["ap"] == pytest.approx(100.0) and metrics["accuracy"] == pytest.approx(100.0)
     with pytest.raises(InvalidInputError, match=r"labels must be 0 or 1"):
         PairClassificationEvaluator(left, right, [1, 2, 0, 0])
+    with pytest.raises(InvalidInputError, match=r"both duplicate \(1\) and non-duplicate \(0\).* 0 duplicates"):
+        PairClassificationEvaluator(left, right, [0, 0, 0, 0])
 
 
 CORPUS = {"d1": "a red car", "d2": "the cat sleeps", "d3": "how to cook rice", "d4": "stock market news"}

@@ -92,6 +92,12 @@ class PairClassificationEvaluator(_PairEvaluator):
             bad = sorted(set(self.gold.tolist()) - {0, 1})[:5]
             raise InvalidInputError(f"labels must be 0 or 1; found {bad}.")
         self.labels = self.gold.astype(np.int64)
+        positives = int(self.labels.sum())
+        if positives in (0, self.labels.size):
+            raise InvalidInputError(
+                f"pair classification needs both duplicate (1) and non-duplicate (0) pairs; these {self.labels.size} "
+                f"pairs have {positives} duplicates. Check the label column of the evaluation file."
+            )
 
     def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
         cosine = self.cosines(encoder)
