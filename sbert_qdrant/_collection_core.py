@@ -28,8 +28,6 @@ logger = logging.getLogger("sbert_qdrant.collection")
 OnConflict = Literal["overwrite", "skip"]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
 _METADATA_KEY = "sbert_qdrant"
-#: Texts per write. The encoder sorts each batch by length, and windows under ~1,000 texts pad measurably more.
-DEFAULT_UPSERT_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -138,11 +136,11 @@ class CollectionCore:
     # -- argument checks -------------------------------------------------------------------------------------------
 
     @staticmethod
-    def check_upsert_args(batch_size: int | None, on_conflict: str) -> int:
+    def check_upsert_args(batch_size: int | None, on_conflict: str, default: int) -> int:
         if on_conflict not in ("overwrite", "skip"):
             raise InvalidArgumentError(f"on_conflict={on_conflict!r} must be 'overwrite' or 'skip'.")
         if batch_size is None:
-            return DEFAULT_UPSERT_BATCH
+            return default
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
         return batch_size

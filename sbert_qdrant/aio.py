@@ -133,7 +133,9 @@ class AsyncTextCollection(CollectionCore):
         on_conflict: OnConflict = "overwrite",
     ) -> UpsertResult:
         """See ``TextCollection.upsert_texts``: batch k+1 is encoded in a thread while batch k is written."""
-        chunks = prepared_chunks(texts, ids, payloads, self.check_upsert_args(batch_size, on_conflict))
+        chunks = prepared_chunks(
+            texts, ids, payloads, self.check_upsert_args(batch_size, on_conflict, self.store.upsert_batch)
+        )
         result = UpsertResult()
         first = next(chunks, None)  # a list input is fully checked here, before anything is written
         if first is None:

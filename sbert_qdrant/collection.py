@@ -148,7 +148,7 @@ class TextCollection(CollectionCore):
         same points again (``on_conflict="overwrite"``) or leaves stored ids alone without encoding them
         (``"skip"``). Batch k+1 is encoded while batch k is written; at most two batches of vectors are held.
         """
-        batch = self.check_upsert_args(batch_size, on_conflict)
+        batch = self.check_upsert_args(batch_size, on_conflict, self.store.upsert_batch)
         chunks = prepared_chunks(texts, ids, payloads, batch)
         first = next(chunks, None)  # a list input is fully checked here, before anything is written
         result = UpsertResult()

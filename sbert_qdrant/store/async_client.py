@@ -13,11 +13,14 @@ from qdrant_client import AsyncQdrantClient, models
 from ..errors import StoreError
 from . import _requests as rq
 from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec, VectorStore
+from .client import ClientStore
 from .retry import RetryPolicy
 
 
 class AsyncClientStore:
     """``ClientStore`` for AsyncQdrantClient: the same requests, awaited under the same retry policy."""
+
+    upsert_batch = ClientStore.upsert_batch
 
     def __init__(self, client: AsyncQdrantClient, retry: RetryPolicy | None = None, close_client: bool = True) -> None:
         self.client = client
@@ -133,6 +136,7 @@ class ThreadedStore:
 
     def __init__(self, store: VectorStore) -> None:
         self.store = store
+        self.upsert_batch = store.upsert_batch
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)

@@ -59,6 +59,10 @@ class StoredRecord:
 class VectorStore(Protocol):
     """A Qdrant engine seen as named collections of (id, vector, payload) points."""
 
+    #: Texts per ``upsert_texts`` batch when the caller gives none: the encoder sorts each batch by length, so a
+    #: wider window pads less; a remote engine also bounds the request size.
+    upsert_batch: int
+
     def describe(self, name: str) -> dict[str, VectorSpec] | None:
         """The dense vectors of an existing collection by name, or None when it does not exist."""
 

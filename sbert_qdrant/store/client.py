@@ -22,6 +22,8 @@ class ClientStore:
     close_client: whether ``close()`` closes the client (False for a client the caller owns).
     """
 
+    upsert_batch = 1024  # ~4 MB of JSON for 384-dim vectors, well under a server's 32 MB request limit
+
     def __init__(
         self,
         client: QdrantClient,

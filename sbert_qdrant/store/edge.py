@@ -54,6 +54,8 @@ def _engine_call(what: str, fn: Any, *args: Any) -> Any:
 class EdgeStore:
     """Collections as Qdrant Edge shards under one folder."""
 
+    upsert_batch = 4096  # in-process: no request to bound; 4,096 texts encode ~8 % faster than 1,024
+
     def __init__(self, location: str | os.PathLike[str]) -> None:
         self.location = Path(location).expanduser().resolve()
         if self.location.exists() and not self.location.is_dir():
