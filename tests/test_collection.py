@@ -24,6 +24,7 @@ from sbert_qdrant import (
     TextRecord,
 )
 from sbert_qdrant.records import key_id, text_id
+from sbert_qdrant.store import EdgeStore
 
 QUESTIONS = [
     "How do I learn Python quickly?",
@@ -74,6 +75,25 @@ def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
     assert [t.payload["v"] for t in coll.get(result)] == [1, 1, 1, 1, 2, 2]
     coll.upsert_texts(QUESTIONS, payloads=[{"v": 3}] * 6)  # overwrite replaces
     assert {t.payload["v"] for t in coll.get(result)} == {3} and coll.count() == 6
+
+
+def test_default_batch_follows_the_engine(
+    make: Factory, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    coll = make(tiny_encoder)
+    writes: list[int] = []
+    original = coll.store.upsert
+
+    def counting(name: str, vector_name: str, ids: list[str], *rest: object) -> None:
+        writes.append(len(ids))
+        original(name, vector_name, ids, *rest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(coll.store, "upsert", counting)
+    coll.upsert_texts([f"question number {i}" for i in range(2500)])
+    batch = coll.store.upsert_batch
+    assert batch == (4096 if isinstance(coll.store, EdgeStore) else 1024)
+    assert writes == [min(batch, 2500 - start) for start in range(0, 2500, batch)]
+    assert coll.count() == 2500
 
 
 def test_keys_are_kept_in_the_payload_and_address_points(make: Factory, tiny_encoder: SentenceEncoder) -> None:
