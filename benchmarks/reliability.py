@@ -23,21 +23,15 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+from qdrant_client import QdrantClient
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
+from sbert_qdrant import RetryPolicy, SbertQdrantError, SentenceEncoder, TextCollection
+from sbert_qdrant.store import ClientStore, EdgeStore
+from sbert_qdrant.testing import FaultInjectingClient, tiny_encoder
+
 ROOT = Path(__file__).parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from conftest import tiny_transformer  # noqa: E402
-from test_retry import FaultInjectingClient  # noqa: E402
-
-from sbert_qdrant import Normalize, Pooling, RetryPolicy, SbertQdrantError, SentenceEncoder, TextCollection  # noqa: E402
-from sbert_qdrant.store import ClientStore  # noqa: E402
-
-
-def tiny_encoder() -> SentenceEncoder:
-    transformer = tiny_transformer()
-    return SentenceEncoder([transformer, Pooling(transformer.dimension), Normalize()], device="cpu")
 
 
 def crash_safety(kills: int, records: int, work: Path) -> None:
@@ -63,14 +57,16 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
         TextCollection("crash", encoder, location=work / "crashed") as crashed,
     ):
         keys = list(range(records))
-        expected = {t.key: t for t in clean.get(keys=keys, with_vectors=True)}
-        got = {t.key: t for t in crashed.get(keys=keys, with_vectors=True)}
-        ids = [p.id for page in crashed.store.scroll("crash", "text", False, 1000) for p in page]
-        wrong = sum(
-            not np.allclose(got[k].vector, expected[k].vector, atol=1e-6)  # type: ignore[arg-type]
-            or (got[k].text, got[k].payload) != (expected[k].text, expected[k].payload)
-            for k in got
-        )
+        expected = {t.id: t for t in clean.get(keys, with_vectors=True)}
+        got = {t.id: t for t in crashed.get(keys, with_vectors=True)}
+    wrong = sum(
+        not np.allclose(got[k].vector, expected[k].vector, atol=1e-6)  # type: ignore[arg-type]
+        or (got[k].text, got[k].payload) != (expected[k].text, expected[k].payload)
+        for k in got
+    )
+    store = EdgeStore(work / "crashed")  # every point as stored, to count duplicates
+    ids = [p.id for page in store.scroll("crash", "text", False, 1000) for p in page]
+    store.close()
     print(f"\n== 1. crash safety: {records} records, sbert-qdrant index on Qdrant Edge, SIGKILL then re-run ==")
     spread = f"after {len(points)} distinct write counts from {points[0]} to {points[-1]}" if points else "none"
     print(
@@ -99,9 +95,9 @@ def _transient(rng: random.Random) -> Exception:
 def fault_tolerance(faults: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     policy = RetryPolicy(attempts=6, max_seconds=30, initial_backoff=0.001, max_backoff=0.01)
-    client = FaultInjectingClient({})
+    client = FaultInjectingClient(QdrantClient(":memory:"))
     coll = TextCollection("faults", tiny_encoder(), client=client.inner, retry=policy)
-    coll.store = ClientStore(client, policy, close_client=False)  # type: ignore[arg-type]
+    coll._store = ClientStore(client, policy, close_client=False)  # the test double goes in at the store seam
     injected = failed_wrongly = operations = 0
     texts = [f"question {i} about subject {i % 11}" for i in range(400)]
     coll.upsert_texts(texts[:8])  # the collection exists before faults start
@@ -139,10 +135,9 @@ def fault_tolerance(faults: int, seed: int = 0) -> None:
 
 
 def bad_inputs() -> None:
-    from qdrant_client import QdrantClient
-
     encoder = tiny_encoder()
-    coll = TextCollection("bad", encoder, client=QdrantClient(":memory:"))
+    client = QdrantClient(":memory:")
+    coll = TextCollection("bad", encoder, client=client)
     kept = coll.upsert_texts(["kept one", "kept two"], payloads=[{"n": 1}, {"n": 2}])
     before = [(t.id, t.text, t.payload) for t in coll.get(kept)]
     cases = [
@@ -178,8 +173,8 @@ def bad_inputs() -> None:
         lambda: coll.search_text("x", query_filter="topic = a"),  # type: ignore[arg-type]
         lambda: coll.delete_texts(),
         lambda: coll.get(ids="one id"),  # type: ignore[arg-type]
-        lambda: TextCollection("bad", SentenceEncoder.load(device="cpu"), client=coll.store.client).count(),  # type: ignore[attr-defined]
-        lambda: TextCollection("bad", encoder, client=coll.store.client, distance="dot").count(),  # type: ignore[attr-defined]
+        lambda: TextCollection("bad", SentenceEncoder.load(device="cpu"), client=client).count(),
+        lambda: TextCollection("bad", encoder, client=client, distance="dot").count(),
         lambda: TextCollection("../x", encoder, client=QdrantClient(":memory:")),
         lambda: TextCollection("", encoder, client=QdrantClient(":memory:")),
         lambda: TextCollection("missing", encoder, client=QdrantClient(":memory:")).search_text("x"),

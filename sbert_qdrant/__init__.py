@@ -18,6 +18,7 @@ from .encoder import (
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
+    DataFormatError,
     InvalidArgumentError,
     InvalidInputError,
     ModelLoadError,
@@ -41,6 +42,7 @@ __all__ = [
     "Calibration",
     "CollectionMismatchError",
     "CollectionNotFoundError",
+    "DataFormatError",
     "Dense",
     "DuplicatePair",
     "Hit",

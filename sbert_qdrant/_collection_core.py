@@ -1,4 +1,7 @@
-"""What the sync and async text collections share: settings, argument checks, and turning records into results."""
+"""The engine-free half of a text collection, shared by the sync and async flavours: settings, checks, results.
+
+Held by each collection as a private object (composition): nothing here is public API.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 from qdrant_client import models
 
+from ._filters import engine_filter
 from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration, mine_pairs
 from .encoder import SentenceEncoder
 from .errors import (
@@ -20,8 +24,16 @@ from .errors import (
     InvalidInputError,
     PartialWriteError,
 )
-from .records import Hit, Key, StoredText, check_text, key_id, split_payload, text_id
-from .store.base import DISTANCES, CollectionSpec, Quantization, ScoredRecord, StoredRecord, VectorSpec
+from .records import KEY_KEY, Hit, Key, PreparedPoint, StoredText, check_ids, check_text, point_id, split_payload, text_id
+from .store.base import (
+    DISTANCES,
+    CollectionSpec,
+    PayloadSelector,
+    Quantization,
+    ScoredRecord,
+    StoredRecord,
+    VectorSpec,
+)
 
 logger = logging.getLogger("sbert_qdrant.collection")
 
@@ -32,12 +44,12 @@ _METADATA_KEY = "sbert_qdrant"
 
 @dataclass(frozen=True)
 class DuplicatePair:
-    """Two stored texts and their cosine similarity."""
+    """Two stored texts (by their ids) and their cosine similarity."""
 
     score: float
-    id_a: str
+    id_a: Key
     text_a: str | None
-    id_b: str
+    id_b: Key
     text_b: str | None
 
 
@@ -87,12 +99,13 @@ class CollectionCore:
         self.recreate = recreate
         self.encode_batch_size = encode_batch_size
         self.show_progress_bar = show_progress_bar
-        self._calibrated: float | None = None
+        self.calibrated: float | None = None
 
-    def __repr__(self) -> str:
+    def describe(self, flavour: str, store: object) -> str:
+        """The collection's repr."""
         return (
-            f"{type(self).__name__}({self.collection_name!r}, dimension={self.encoder.dimension}, "
-            f"distance={self.distance!r}, store={type(getattr(self, 'store', None)).__name__})"
+            f"{flavour}({self.collection_name!r}, dimension={self.encoder.dimension}, "
+            f"distance={self.distance!r}, store={type(store).__name__})"
         )
 
     # -- the collection's shape ------------------------------------------------------------------------------------
@@ -145,7 +158,9 @@ class CollectionCore:
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
         return batch_size
 
-    def check_search_args(self, queries: Sequence[str], limit: int, score_threshold: float | None) -> list[str]:
+    def check_search_args(
+        self, queries: Sequence[str], limit: int, query_filter: Any, score_threshold: float | None
+    ) -> tuple[list[str], models.Filter | None]:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}.")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -158,32 +173,27 @@ class CollectionCore:
                 raise InvalidArgumentError(
                     f"score_threshold={score_threshold!r} is outside the {self.distance} score range [{low}, {high}]."
                 )
-        return [check_text(q, f"queries[{i}]") for i, q in enumerate(queries)]
-
-    def delete_selector(
-        self, ids: Sequence[str] | None, keys: Sequence[Key] | None, query_filter: models.Filter | None
-    ) -> tuple[list[str] | None, models.Filter | None]:
-        given = sum(x is not None for x in (ids, keys, query_filter))
-        if given != 1:
-            raise InvalidArgumentError("pass exactly one of ids=, keys= or query_filter= to choose what to delete.")
-        if query_filter is not None:
-            return None, query_filter
-        return self.lookup_ids(ids, keys), None
+        texts = [check_text(q, f"queries[{i}]") for i, q in enumerate(queries)]
+        return texts, engine_filter(query_filter)
 
     @staticmethod
-    def lookup_ids(ids: Sequence[str] | None, keys: Sequence[Key] | None) -> list[str]:
-        if (ids is None) == (keys is None):
-            raise InvalidArgumentError("pass ids= (point ids from upsert_texts) or keys= (your ids), not both.")
-        if keys is not None:
-            return [key_id(k) for k in keys]
-        if isinstance(ids, str):
-            raise InvalidInputError(f"ids must be a list, not the str {ids!r}; wrap it: [{ids!r}].")
-        checked = []
-        for i, value in enumerate(ids or []):
-            if not isinstance(value, str):
-                raise InvalidInputError(f"ids[{i}]={value!r} is not a point id string; pass keys= for your own ids.")
-            checked.append(value)
-        return checked
+    def delete_selector(ids: Sequence[Key] | None, query_filter: Any) -> tuple[list[str] | None, models.Filter | None]:
+        """(point ids, filter): exactly one of them chooses what to delete."""
+        if (ids is None) == (query_filter is None):
+            raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
+        if ids is None:
+            return None, engine_filter(query_filter)
+        return CollectionCore.point_ids(ids), None
+
+    @staticmethod
+    def point_ids(ids: Sequence[Key]) -> list[str]:
+        """The engine's point ids of the caller's ids, in order."""
+        return [point_id(key) for key in check_ids(ids)]
+
+    @staticmethod
+    def payload_selector(with_payload: bool) -> PayloadSelector:
+        """What to fetch with hits: everything, or only the caller's id (hits always carry it)."""
+        return True if with_payload else [KEY_KEY]
 
     # -- encoding and results --------------------------------------------------------------------------------------
 
@@ -196,46 +206,45 @@ class CollectionCore:
         return np.asarray(self.encoder.encode(texts, batch_size=self.encode_batch_size, show_progress_bar=False))
 
     @staticmethod
-    def text_of(payload: Mapping[str, Any] | None) -> str | None:
-        return split_payload(payload)[0]
-
-    @staticmethod
     def hits(rows: list[ScoredRecord]) -> list[Hit]:
         out = []
         for row in rows:
-            text, key, fields = split_payload(row.payload)
-            out.append(Hit(row.id, row.score, text, fields, key))
+            key, text, fields = split_payload(row.id, row.payload)
+            out.append(Hit(key, row.score, text, fields, row.id))
         return out
 
     @staticmethod
     def stored_texts(order: list[str], found: list[StoredRecord]) -> list[StoredText]:
+        """The records found, in the order asked (by point id); missing ones left out."""
         by_id = {r.id: r for r in found}
         out = []
-        for point_id in order:
-            record = by_id.get(point_id)
+        for point in dict.fromkeys(order):
+            record = by_id.get(point)
             if record is not None:
-                text, key, fields = split_payload(record.payload)
-                out.append(StoredText(point_id, text, fields, key, record.vector))
+                key, text, fields = split_payload(point, record.payload)
+                out.append(StoredText(key, text, fields, record.vector, point))
         return out
 
-    def partial_write_error(self, exc: Exception, seen_ids: list[str], stored_ids: list[str]) -> Exception:
-        """The error to raise when an upsert stops: the cause itself if nothing was stored yet."""
-        if not stored_ids:
+    def partial_write_error(self, exc: Exception, seen: list[PreparedPoint], stored: list[str]) -> Exception:
+        """The error to raise when an upsert stops (``stored``: point ids known to be stored); the cause itself if
+        nothing was stored yet."""
+        if not stored:
             return exc
-        done = set(stored_ids)
+        done = set(stored)
+        unique = list({p.point_id: p for p in seen}.values())
         return PartialWriteError(
             f"upsert into {self.collection_name!r} stopped after storing {len(done)} points "
             f"({type(exc).__name__}: {exc}). Re-run the same upsert: ids are deterministic, so stored points are "
             "overwritten (or skipped with on_conflict='skip'), never duplicated.",
-            written_ids=list(dict.fromkeys(stored_ids)),
-            unwritten_ids=[i for i in dict.fromkeys(seen_ids) if i not in done],
+            written_ids=[p.id for p in unique if p.point_id in done],
+            unwritten_ids=[p.id for p in unique if p.point_id not in done],
         )
 
     # -- duplicates ------------------------------------------------------------------------------------------------
 
     def resolve_threshold(self, stored: float | None) -> float:
-        if self._calibrated is not None:
-            return self._calibrated
+        if self.calibrated is not None:
+            return self.calibrated
         return DEFAULT_DUPLICATE_THRESHOLD if stored is None else stored
 
     @staticmethod
@@ -275,21 +284,24 @@ class CollectionCore:
 
     @staticmethod
     def without_self(texts: list[str], found: list[list[Hit]], limit: int) -> list[list[Hit]]:
-        return [[h for h in hits if h.id != text_id(text)][:limit] for text, hits in zip(texts, found, strict=True)]
+        """Leave out the record stored from the very same text without an id of its own."""
+        return [
+            [h for h in hits if h.point_id != text_id(text)][:limit] for text, hits in zip(texts, found, strict=True)
+        ]
 
     @staticmethod
     def pairs_from(
-        ids: list[str],
-        texts: list[str | None],
-        rows: list[np.ndarray | None],
-        threshold: float,
-        top_k: int,
-        limit: int | None,
-        chunk_size: int,
+        records: list[StoredRecord], threshold: float, top_k: int, limit: int | None, chunk_size: int
     ) -> list[DuplicatePair]:
-        if not ids:
+        """The most similar pairs among stored records (read with their vectors), best first."""
+        if not records:
             return []
-        vectors = np.stack([r for r in rows if r is not None])
+        ids, texts = [], []
+        for record in records:
+            key, text, _ = split_payload(record.id, record.payload)
+            ids.append(key)
+            texts.append(text)
+        vectors = np.stack([r.vector for r in records if r.vector is not None])
         pairs = mine_pairs(vectors, threshold, top_k, chunk_size)
         if limit is not None:
             pairs = pairs[:limit]

@@ -1,8 +1,10 @@
-"""AsyncTextCollection: TextCollection for asyncio, over AsyncQdrantClient; encoding runs off the event loop."""
+"""AsyncTextCollection: texts in, Qdrant points out; text queries in, typed hits out (asyncio).
+
+Written once, here; ``tools/unasync.py`` derives the sync ``TextCollection`` (``collection.py``) from this file.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -10,24 +12,30 @@ from typing import Any
 
 import numpy as np
 from qdrant_client import AsyncQdrantClient, models
+from tqdm.auto import tqdm
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict
+from ._runtime_async import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
 from .encoder import SentenceEncoder
-from .errors import InvalidArgumentError
 from .records import Hit, Key, PreparedPoint, StoredText, UpsertResult, prepared_chunks
 from .settings import Settings
-from .store import EdgeStore, RetryPolicy
-from .store.async_client import AsyncClientStore, ThreadedStore
-from .store.base import Distance, Quantization
-from .store.factory import open_async_client, retry_policy
+from .store import RetryPolicy
+from .store.async_protocol import AsyncVectorStore
+from .store.base import Distance, Quantization, StoredRecord
+from .store.factory import open_async_store
+
+__all__ = ["AsyncTextCollection", "DuplicatePair"]
 
 
-class AsyncTextCollection(CollectionCore):
-    """The async twin of ``TextCollection`` (same arguments, same results, methods awaited).
+class AsyncTextCollection:
+    """A Qdrant collection of texts embedded by a SentenceEncoder.
 
-    Engine: ``client=AsyncQdrantClient(...)``, ``url=``/``api_key=``, or ``location=`` (embedded Qdrant Edge, its
-    calls in a worker thread); with none, ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``.
+    Engine: ``location=`` (embedded Qdrant Edge on disk), ``url=``/``api_key=`` (a Qdrant server or Qdrant Cloud),
+    or ``client=`` (an AsyncQdrantClient, ``":memory:"`` included). With none, ``QDRANT_URL`` if set, else
+    ``SBERT_QDRANT_LOCATION`` (default ``./sbert_qdrant_data``). The collection is created on the first write with
+    the encoder's size and cosine distance; an existing one is checked, never recreated unless ``recreate=True``.
+    Ids are yours (any str or int given to ``upsert_texts``, else the id derived from the text) everywhere.
     """
 
     def __init__(
@@ -50,10 +58,11 @@ class AsyncTextCollection(CollectionCore):
         recreate: bool = False,
         retry: RetryPolicy | None = None,
         encode_batch_size: int = 32,
+        show_progress_bar: bool | None = None,
         settings: Settings | None = None,
     ) -> None:
         settings = settings or Settings()
-        super().__init__(
+        self._core = CollectionCore(
             collection_name,
             encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),  # type: ignore[arg-type]
             vector_name=vector_name,
@@ -66,62 +75,74 @@ class AsyncTextCollection(CollectionCore):
             payload_indexes=payload_indexes,
             recreate=recreate,
             encode_batch_size=encode_batch_size,
-            show_progress_bar=False,
+            show_progress_bar=show_progress_bar,
         )
-        self.store: AsyncClientStore | ThreadedStore
-        if location is not None or (client is None and url is None and not settings.qdrant_url):
-            if client is not None or url is not None:
-                raise InvalidArgumentError("pass one of location=, url= or client=, not several.")
-            self.store = ThreadedStore(EdgeStore(location if location is not None else settings.location))
-        else:
-            async_client, owned = open_async_client(url, api_key, client, settings)
-            self.store = AsyncClientStore(async_client, retry or retry_policy(settings), close_client=owned)
+        self._store: AsyncVectorStore = open_async_store(location, url, api_key, client, settings, retry)
         self._ready = False
-        self._ready_lock = asyncio.Lock()
+        self._ready_lock = Lock()
+
+    @property
+    def collection_name(self) -> str:
+        return self._core.collection_name
+
+    @property
+    def encoder(self) -> SentenceEncoder:
+        return self._core.encoder
+
+    def __repr__(self) -> str:
+        return self._core.describe(type(self).__name__, self._store)
+
+    # -- lifecycle -------------------------------------------------------------------------------------------------
 
     async def _ensure(self, create: bool) -> None:
+        """Check (and on a write, create) the collection once per instance."""
         async with self._ready_lock:
             if self._ready:
                 return
-            if self.recreate and create:
-                await self.store.drop(self.collection_name)
-                self.recreate = False
-            existing = await self.store.describe(self.collection_name)
+            core = self._core
+            if core.recreate and create:
+                await self._store.drop(core.collection_name)
+                core.recreate = False
+            existing = await self._store.describe(core.collection_name)
             if existing is None:
-                self.require_creatable(create)
-                await self.store.create(self.spec())
-                for field_name, schema in self.payload_indexes.items():
-                    await self.store.create_payload_index(self.collection_name, field_name, schema)
+                core.require_creatable(create)
+                await self._store.create(core.spec())
+                for field_name, schema in core.payload_indexes.items():
+                    await self._store.create_payload_index(core.collection_name, field_name, schema)
             else:
-                self.check_existing(existing)
+                core.check_existing(existing)
             self._ready = True
 
-    async def _encode(self, texts: list[str]) -> np.ndarray:
-        return await asyncio.to_thread(self.encode, texts)
-
     async def exists(self) -> bool:
-        return await self.store.describe(self.collection_name) is not None
+        """Whether the collection exists in the engine."""
+        return await self._store.describe(self.collection_name) is not None
 
     async def create_payload_index(self, field_name: str, schema: models.PayloadSchemaType) -> None:
+        """Index a payload field so that filters on it stay fast (creates the collection if needed)."""
         await self._ensure(create=True)
-        await self.store.create_payload_index(self.collection_name, field_name, schema)
+        await self._store.create_payload_index(self.collection_name, field_name, schema)
 
     async def optimize(self) -> None:
+        """After a bulk load: Edge builds its HNSW index now; a server is waited on until green."""
         await self._ensure(create=False)
-        await self.store.optimize(self.collection_name)
+        await self._store.optimize(self.collection_name)
 
     async def delete_collection(self) -> None:
-        await self.store.drop(self.collection_name)
+        """Drop the collection and everything in it."""
+        await self._store.drop(self.collection_name)
         self._ready = False
 
     async def close(self) -> None:
-        await self.store.close()
+        """Release the engine (an Edge folder's lock, a client this collection opened)."""
+        await self._store.close()
 
     async def __aenter__(self) -> AsyncTextCollection:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    # -- writes ----------------------------------------------------------------------------------------------------
 
     async def upsert_texts(
         self,
@@ -131,72 +152,84 @@ class AsyncTextCollection(CollectionCore):
         batch_size: int | None = None,
         wait: bool = True,
         on_conflict: OnConflict = "overwrite",
+        show_progress_bar: bool | None = None,
     ) -> UpsertResult:
-        """See ``TextCollection.upsert_texts``: batch k+1 is encoded in a thread while batch k is written."""
-        chunks = prepared_chunks(
-            texts, ids, payloads, self.check_upsert_args(batch_size, on_conflict, self.store.upsert_batch)
-        )
-        result = UpsertResult()
+        """Embed and store texts; returns one id per record: yours, else the one derived from its text.
+
+        ``texts`` is a list of str (with optional ``ids`` and ``payloads`` lists) or an iterable of records
+        (``TextRecord``, ``{"text", "payload", "id"}`` dicts, or str), streamed in batches. Re-running writes the
+        same points again (``on_conflict="overwrite"``) or leaves stored ids alone without encoding them
+        (``"skip"``). Batch k+1 is encoded while batch k is written; at most two batches of vectors are held.
+        """
+        core = self._core
+        batch = core.check_upsert_args(batch_size, on_conflict, self._store.upsert_batch)
+        chunks = prepared_chunks(texts, ids, payloads, batch)
         first = next(chunks, None)  # a list input is fully checked here, before anything is written
+        result = UpsertResult()
         if first is None:
             return result
         await self._ensure(create=True)
-        stored: list[str] = []
-        pending: tuple[asyncio.Task[None], list[str]] | None = None
-        try:
-            for chunk_ids, points in itertools.chain([first], chunks):
-                result.extend(chunk_ids)
-                todo = await self._to_write(points, on_conflict)
-                vectors = await self._encode([p.text for p in todo]) if todo else None
-                await _finish(pending, result, stored)
-                pending = None
-                if todo and vectors is not None:
-                    pending = (asyncio.create_task(self._write(todo, vectors, wait)), [p.id for p in todo])
-                written_now = {p.id for p in todo}
-                stored.extend(i for i in chunk_ids if i not in written_now)
-                result.skipped += len(chunk_ids) - len(todo)
-            await _finish(pending, result, stored)
-        except Exception as exc:
-            if pending is not None:
-                await asyncio.gather(pending[0], return_exceptions=True)
-                if not pending[0].cancelled() and pending[0].exception() is None:
-                    stored.extend(pending[1])
-            raise self.partial_write_error(exc, list(result), stored) from exc
+        stored: list[str] = []  # point ids known to be stored: written by this call or already there
+        seen: list[PreparedPoint] = []
+        show = core.progress(show_progress_bar)
+        async with Writer() as writer:
+            pending: tuple[Any, list[str]] | None = None
+            with tqdm(desc="Upserting", unit="text", disable=not show) as bar:
+                try:
+                    for every, points in itertools.chain([first], chunks):
+                        result.extend(p.id for p in every)
+                        seen.extend(every)
+                        todo = await self._to_write(points, on_conflict)
+                        vectors = await run_blocking(core.encode, [p.text for p in todo]) if todo else None
+                        if pending is not None:
+                            await _land(writer, pending, result, stored)
+                            pending = None
+                        if todo and vectors is not None:
+                            pending = (writer.start(self._write, todo, vectors, wait), [p.point_id for p in todo])
+                        written_now = {p.point_id for p in todo}
+                        stored.extend(p.point_id for p in every if p.point_id not in written_now)
+                        result.skipped += len(every) - len(todo)
+                        bar.update(len(every))
+                    if pending is not None:
+                        await _land(writer, pending, result, stored)
+                except Exception as exc:
+                    if pending is not None and await writer.settle(pending[0]):
+                        stored.extend(pending[1])  # the write in flight landed
+                    raise core.partial_write_error(exc, seen, stored) from exc
         return result
 
     async def _to_write(self, points: list[PreparedPoint], on_conflict: OnConflict) -> list[PreparedPoint]:
         if on_conflict == "overwrite" or not points:
             return points
-        stored = await self.store.existing_ids(self.collection_name, [p.id for p in points])
-        return [p for p in points if p.id not in stored]
+        stored = await self._store.existing_ids(self.collection_name, [p.point_id for p in points])
+        return [p for p in points if p.point_id not in stored]
 
     async def _write(self, points: list[PreparedPoint], vectors: np.ndarray, wait: bool) -> None:
-        ids, payloads = [p.id for p in points], [p.payload for p in points]
-        await self.store.upsert(self.collection_name, self.vector_name, ids, vectors, payloads, wait)
+        ids, payloads = [p.point_id for p in points], [p.payload for p in points]
+        await self._store.upsert(self.collection_name, self._core.vector_name, ids, vectors, payloads, wait)
 
     async def delete_texts(
-        self,
-        ids: Sequence[str] | None = None,
-        *,
-        keys: Sequence[Key] | None = None,
-        query_filter: models.Filter | None = None,
-        wait: bool = True,
+        self, ids: Sequence[Key] | None = None, *, query_filter: models.Filter | None = None, wait: bool = True
     ) -> None:
-        point_ids, query_filter = self.delete_selector(ids, keys, query_filter)
+        """Delete by id (as ``upsert_texts`` returned them; unknown ones are ignored) or by a filter."""
+        point_ids, engine_filter = self._core.delete_selector(ids, query_filter)
         await self._ensure(create=False)
-        await self.store.delete(self.collection_name, point_ids, query_filter, wait)
+        await self._store.delete(self.collection_name, point_ids, engine_filter, wait)
+
+    # -- reads -----------------------------------------------------------------------------------------------------
 
     async def count(self, query_filter: models.Filter | None = None) -> int:
+        """Stored texts, all or those matching the filter."""
+        engine_filter = self._core.check_search_args([], 1, query_filter, None)[1]
         await self._ensure(create=False)
-        return int(await self.store.count(self.collection_name, query_filter))
+        return await self._store.count(self.collection_name, engine_filter)
 
-    async def get(
-        self, ids: Sequence[str] | None = None, *, keys: Sequence[Key] | None = None, with_vectors: bool = False
-    ) -> list[StoredText]:
-        point_ids = self.lookup_ids(ids, keys)
+    async def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
+        """Stored texts by id, in the order asked; unknown ids are left out."""
+        point_ids = self._core.point_ids(ids)
         await self._ensure(create=False)
-        found = await self.store.retrieve(self.collection_name, self.vector_name, point_ids, with_vectors)
-        return self.stored_texts(point_ids, found)
+        found = await self._store.retrieve(self.collection_name, self._core.vector_name, point_ids, with_vectors)
+        return self._core.stored_texts(point_ids, found)
 
     async def search_text(
         self,
@@ -206,6 +239,7 @@ class AsyncTextCollection(CollectionCore):
         score_threshold: float | None = None,
         with_payload: bool = True,
     ) -> list[Hit]:
+        """The ``limit`` stored texts nearest to ``query``, best first."""
         return (await self.search_texts([query], limit, query_filter, score_threshold, with_payload))[0]
 
     async def search_texts(
@@ -216,57 +250,70 @@ class AsyncTextCollection(CollectionCore):
         score_threshold: float | None = None,
         with_payload: bool = True,
     ) -> list[list[Hit]]:
-        texts = self.check_search_args(queries, limit, score_threshold)
+        """``search_text`` for many queries: one encode, one batched query."""
+        core = self._core
+        texts, engine_filter = core.check_search_args(queries, limit, query_filter, score_threshold)
         await self._ensure(create=False)
         if not texts:
             return []
-        vectors = await self._encode(texts)
-        found = await self.store.query(
-            self.collection_name, self.vector_name, vectors, limit, query_filter, score_threshold, with_payload
+        vectors = await run_blocking(core.encode, texts)
+        found = await self._store.query(
+            self.collection_name,
+            core.vector_name,
+            vectors,
+            limit,
+            engine_filter,
+            score_threshold,
+            core.payload_selector(with_payload),
         )
-        return [self.hits(rows) for rows in found]
+        return [core.hits(rows) for rows in found]
+
+    # -- duplicates ------------------------------------------------------------------------------------------------
 
     async def _threshold(self, threshold: float | None) -> float:
         if threshold is not None:
             return threshold
         await self._ensure(create=False)
-        return self.resolve_threshold(self.threshold_from(await self.store.metadata(self.collection_name)))
+        return self._core.resolve_threshold(self._core.threshold_from(await self._store.metadata(self.collection_name)))
 
     async def find_duplicates(
         self, text_or_texts: str | Sequence[str], threshold: float | None = None, limit: int = 10
     ) -> list[Hit] | list[list[Hit]]:
+        """Stored texts at or above the duplicate threshold (given, else calibrated, else the default).
+
+        The record stored from the very same text (without an id of its own) is not its own duplicate.
+        """
         texts: list[str] = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
         found = await self.search_texts(texts, limit + 1, score_threshold=await self._threshold(threshold))
-        results = self.without_self(texts, found, limit)
+        results = self._core.without_self(texts, found, limit)
         return results[0] if isinstance(text_or_texts, str) else results
 
     async def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
-        left, right, labels = self.split_pairs(labelled_pairs)
-        scores = await asyncio.to_thread(self.pair_scores, left, right)
+        """Best-F1 cosine threshold on (text, text, is_duplicate) pairs, stored with the collection."""
+        core = self._core
+        left, right, labels = core.split_pairs(labelled_pairs)
+        scores = await run_blocking(core.pair_scores, left, right)
         calibration = best_f1_threshold(scores, labels)
         await self._ensure(create=True)
-        current = await self.store.metadata(self.collection_name)
-        await self.store.update_metadata(self.collection_name, self.calibration_metadata(calibration, current))
-        self._calibrated = calibration.threshold
+        current = await self._store.metadata(self.collection_name)
+        await self._store.update_metadata(self.collection_name, core.calibration_metadata(calibration, current))
+        core.calibrated = calibration.threshold
         return calibration
 
     async def mine_duplicates(
         self, threshold: float | None = None, top_k: int = 5, limit: int | None = None, chunk_size: int = 2048
     ) -> list[DuplicatePair]:
+        """The most similar pairs of stored texts (paraphrase mining), best first, each text's ``top_k`` best."""
         cut = await self._threshold(threshold)
-        records = await self.store.scroll_all(self.collection_name, self.vector_name, True, 1024)
-        ids = [r.id for r in records]
-        texts = [self.text_of(r.payload) for r in records]
-        rows = [r.vector for r in records]
-        return await asyncio.to_thread(self.pairs_from, ids, texts, rows, cut, top_k, limit, chunk_size)
+        records: list[StoredRecord] = []
+        async for page in self._store.scroll(self.collection_name, self._core.vector_name, True, 1024):
+            records.extend(page)
+        return await run_blocking(self._core.pairs_from, records, cut, top_k, limit, chunk_size)
 
 
-async def _finish(
-    pending: tuple[asyncio.Task[None], list[str]] | None, result: UpsertResult, stored: list[str]
-) -> None:
-    if pending is None:
-        return
-    task, ids = pending
-    await task
-    result.written += len(ids)
-    stored.extend(ids)
+async def _land(writer: Writer, pending: tuple[Any, list[str]], result: UpsertResult, stored: list[str]) -> None:
+    """Wait for the write in flight; count its points as stored once it has landed."""
+    handle, point_ids = pending
+    await writer.wait(handle)
+    result.written += len(point_ids)
+    stored.extend(point_ids)

@@ -5,7 +5,7 @@ SbertQdrantError
 ├── InvalidArgumentError   (also ValueError) a parameter value the library cannot use
 │   └── CollectionMismatchError  an existing collection whose vectors differ from the encoder's
 ├── InvalidInputError      (also ValueError) texts or records that cannot be encoded or stored
-│   └── DataFormatError    a training data row that cannot be read (file, line); in sbert_qdrant.training
+│   └── DataFormatError    a data file that cannot be read (JSONL/CSV/TSV/TXT): names the file and line
 ├── ModelLoadError         a model that cannot be found or read
 │   ├── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
 │   └── CheckpointError    a training checkpoint that cannot be resumed; in sbert_qdrant.training
@@ -31,6 +31,13 @@ class InvalidArgumentError(SbertQdrantError, ValueError):
 
 class InvalidInputError(SbertQdrantError, ValueError):
     """Texts or records that cannot be encoded or stored."""
+
+
+class DataFormatError(InvalidInputError):
+    """A data file that cannot be read: unknown format, missing, or a row that breaks the rules of ``files``.
+
+    The message names the file, the line where there is one, and the fix.
+    """
 
 
 class ModelLoadError(SbertQdrantError):
@@ -67,7 +74,7 @@ class PartialWriteError(StoreError):
     Re-running the same upsert is safe: ids are deterministic, so nothing is duplicated.
     """
 
-    def __init__(self, message: str, written_ids: list[str], unwritten_ids: list[str]) -> None:
+    def __init__(self, message: str, written_ids: list[str | int], unwritten_ids: list[str | int]) -> None:
         super().__init__(message)
         self.written_ids = written_ids
         self.unwritten_ids = unwritten_ids

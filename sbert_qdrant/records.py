@@ -1,8 +1,9 @@
 """Texts as Qdrant points: deterministic ids, payload layout, input checks, and the typed results.
 
-A point's payload holds the text under ``"text"``, the caller's key (when one was given) under ``"key"``, and the
-caller's payload fields beside them. Ids are UUIDv5 strings: of the key when given, else of the text, so that
-upserting the same record twice writes the same point.
+An id is the caller's: the one passed to ``upsert_texts`` (any str or int), or, when none was given, the id derived
+from the text (``text_id``: a UUIDv5 string), so that upserting the same record twice writes the same point. The
+engine's point id is ``point_id(id)``: a UUID string as it is, anything else its UUIDv5. A point's payload holds the
+text under ``"text"``, the caller's id (when one was given) under ``"key"``, and the caller's fields beside them.
 """
 
 from __future__ import annotations
@@ -27,15 +28,36 @@ Key = str | int
 
 
 def text_id(text: str) -> str:
-    """The point id of a text stored without a key."""
+    """The id of a text stored without one: a UUID string, which is also its point id."""
     return str(uuid.uuid5(ID_NAMESPACE, "text:" + text))
 
 
-def key_id(key: Key) -> str:
-    """The point id of a caller's key (``"7"`` and ``7`` are different keys)."""
-    if isinstance(key, bool) or not isinstance(key, (str, int)):
-        raise InvalidInputError(f"id {key!r} is a {type(key).__name__}; ids must be str or int.")
+def check_id(value: object, where: str) -> Key:
+    """A usable id (str or int), or an error naming it and the fix."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InvalidInputError(f"{where}={value!r} is a {type(value).__name__}; ids must be str or int.")
+    return value
+
+
+def point_id(key: Key) -> str:
+    """The engine's point id of an id: a UUID string as it is (canonical form), else its UUIDv5.
+
+    ``"7"`` and ``7`` are different ids.
+    """
+    check_id(key, "id")
+    if isinstance(key, str):
+        try:
+            return str(uuid.UUID(key))
+        except ValueError:
+            pass
     return str(uuid.uuid5(ID_NAMESPACE, f"{type(key).__name__}:{key}"))
+
+
+def check_ids(ids: object, where: str = "ids") -> list[Key]:
+    """A list of ids, each checked."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidInputError(f"{where} must be a list of ids, not {type(ids).__name__} {ids!r:.40}; wrap it: [id].")
+    return [check_id(value, f"{where}[{i}]") for i, value in enumerate(ids)]
 
 
 @dataclass(frozen=True)
@@ -49,39 +71,40 @@ class TextRecord:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: point id, score, the stored text, the caller's payload and key."""
+    """A search result: the record's id, score, stored text and the caller's payload (``point_id``: the engine's)."""
 
-    id: str
+    id: Key
     score: float
     text: str | None
     payload: dict[str, Any] = field(default_factory=dict)
-    key: Key | None = None
+    point_id: str = ""
 
 
 @dataclass(frozen=True)
 class StoredText:
-    """A stored point read back: id, text, the caller's payload and key, and the vector when asked for."""
+    """A stored record read back: id, text, the caller's payload, the vector when asked for, the engine's point id."""
 
-    id: str
+    id: Key
     text: str | None
     payload: dict[str, Any] = field(default_factory=dict)
-    key: Key | None = None
     vector: np.ndarray | None = None
+    point_id: str = ""
 
 
 @dataclass(frozen=True)
 class PreparedPoint:
     """A checked record ready to encode and write."""
 
-    id: str
+    id: Key
+    point_id: str
     text: str
     payload: dict[str, Any]
 
 
-class UpsertResult(list[str]):
-    """The point ids of an upsert, one per input record, plus what happened to them."""
+class UpsertResult(list[Key]):
+    """The ids of an upsert, one per input record (yours, or derived from the text), plus what happened to them."""
 
-    def __init__(self, ids: Iterable[str] = (), written: int = 0, skipped: int = 0) -> None:
+    def __init__(self, ids: Iterable[Key] = (), written: int = 0, skipped: int = 0) -> None:
         super().__init__(ids)
         #: Points written by this call.
         self.written = written
@@ -89,10 +112,11 @@ class UpsertResult(list[str]):
         self.skipped = skipped
 
 
-def split_payload(payload: Mapping[str, Any] | None) -> tuple[str | None, Key | None, dict[str, Any]]:
-    """(text, key, the caller's fields) of a stored payload."""
+def split_payload(point: str, payload: Mapping[str, Any] | None) -> tuple[Key, str | None, dict[str, Any]]:
+    """(id, text, the caller's fields) of a stored point: the id is the stored key, else the point id."""
     fields = dict(payload or {})
-    return fields.pop(TEXT_KEY, None), fields.pop(KEY_KEY, None), fields
+    key = fields.pop(KEY_KEY, None)
+    return (point if key is None else key), fields.pop(TEXT_KEY, None), fields
 
 
 def check_text(text: object, where: str) -> str:
@@ -159,12 +183,10 @@ def _prepare(record: TextRecord, index: int) -> PreparedPoint:
     text = check_text(record.text, f"texts[{index}]")
     fields = check_payload(record.payload, f"payloads[{index}]")
     if record.id is None:
-        return PreparedPoint(text_id(text), text, {TEXT_KEY: text, **fields})
-    try:
-        point_id = key_id(record.id)
-    except InvalidInputError as exc:
-        raise InvalidInputError(f"ids[{index}]: {exc}") from None
-    return PreparedPoint(point_id, text, {TEXT_KEY: text, KEY_KEY: record.id, **fields})
+        derived = text_id(text)
+        return PreparedPoint(derived, derived, text, {TEXT_KEY: text, **fields})
+    key = check_id(record.id, f"ids[{index}]")
+    return PreparedPoint(key, point_id(key), text, {TEXT_KEY: text, KEY_KEY: key, **fields})
 
 
 def _as_record(item: object, index: int) -> TextRecord:
@@ -191,14 +213,15 @@ class _Deduplicator:
         self.seen: dict[str, tuple[int, dict[str, Any]]] = {}
 
     def keep(self, point: PreparedPoint, index: int) -> bool:
-        earlier = self.seen.get(point.id)
+        earlier = self.seen.get(point.point_id)
         if earlier is None:
-            self.seen[point.id] = (index, point.payload)
+            self.seen[point.point_id] = (index, point.payload)
             return True
         first, payload = earlier
         if KEY_KEY in point.payload:
             raise InvalidInputError(
-                f"ids[{index}] repeats ids[{first}] ({point.payload[KEY_KEY]!r}); ids must be unique in one call."
+                f"ids[{index}] repeats ids[{first}] ({point.payload[KEY_KEY]!r}, the same point); "
+                "ids must be unique in one call."
             )
         if payload != point.payload:
             raise InvalidInputError(
@@ -210,8 +233,8 @@ class _Deduplicator:
 
 def prepared_chunks(
     texts: Iterable[object], ids: Sequence[Key] | None, payloads: Sequence[Any] | None, chunk_size: int
-) -> Iterator[tuple[list[str], list[PreparedPoint]]]:
-    """(ids of the chunk's records, the points to write) per chunk, in input order.
+) -> Iterator[tuple[list[PreparedPoint], list[PreparedPoint]]]:
+    """(every record of the chunk, the points to write: repeats dropped) per chunk, in input order.
 
     A sequence of texts is checked whole before the first chunk comes out, so bad input writes nothing. Any other
     iterable (records or texts, streamed) is checked chunk by chunk, each before it is written.
@@ -253,18 +276,18 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 def _chunks(
     records: Iterable[TextRecord], chunk_size: int, eager: bool = True
-) -> Iterator[tuple[list[str], list[PreparedPoint]]]:
+) -> Iterator[tuple[list[PreparedPoint], list[PreparedPoint]]]:
     dedup = _Deduplicator()
     numbered = enumerate(records)
 
-    def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[str], list[PreparedPoint]]:
-        ids, keep = [], []
+    def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[PreparedPoint], list[PreparedPoint]]:
+        every, keep = [], []
         for index, record in batch:
             point = _prepare(record, index)
-            ids.append(point.id)
+            every.append(point)
             if dedup.keep(point, index):
                 keep.append(point)
-        return ids, keep
+        return every, keep
 
     if eager:
         checked = [check(batch) for batch in _batched(numbered, chunk_size)]

@@ -7,34 +7,19 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from transformers import AutoTokenizer, BertConfig, BertModel
 
-from sbert_qdrant import Normalize, Pooling, SentenceEncoder, Transformer
-from sbert_qdrant.encoder.loading import DEFAULT_MODEL, resolve_model_folder
+from sbert_qdrant import SentenceEncoder, testing
+from sbert_qdrant.encoder.loading import resolve_model_folder
+from sbert_qdrant.testing import tiny_transformer
+
+__all__ = ["tiny_transformer"]  # imported by test modules from here
 
 DATA = Path(__file__).parent / "data"
 
 
-def tiny_transformer(max_seq_length: int = 32, seed: int = 0) -> Transformer:
-    """A 2-layer, 32-dim random BERT with all-MiniLM-L6-v2's real WordPiece tokenizer."""
-    torch.manual_seed(seed)
-    tokenizer = AutoTokenizer.from_pretrained(str(resolve_model_folder(DEFAULT_MODEL)))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=64,
-    )
-    return Transformer(BertModel(config).eval(), tokenizer, max_seq_length=max_seq_length)
-
-
 @pytest.fixture
 def tiny_encoder() -> SentenceEncoder:
-    transformer = tiny_transformer()
-    return SentenceEncoder([transformer, Pooling(transformer.dimension, "mean"), Normalize()], device="cpu")
+    return testing.tiny_encoder()
 
 
 @pytest.fixture(scope="session")

@@ -55,3 +55,25 @@ def test_encode_errors_are_one_clear_line(argv: list[str], message: str, capsys,
     else:
         err = capsys.readouterr().err
     assert code == 2 and message in err
+
+
+def test_demo_finds_its_sample_from_any_directory(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    from sbert_qdrant.cli import demo
+
+    monkeypatch.chdir(tmp_path)  # not the checkout: found through the package's own place (editable install)
+    found = demo.find_data()
+    assert found == Path(__file__).resolve().parent.parent / "examples" / "data" / "quora_pairs_sample.jsonl"
+    assert found.is_file()
+    here = tmp_path / demo.SAMPLE
+    here.parent.mkdir(parents=True)
+    here.write_text('{"question1": "a", "question2": "b", "is_duplicate": 1}\n', encoding="utf-8")
+    assert demo.find_data() == here  # the current directory's sample comes first
+    assert demo.find_data("my/pairs.jsonl") == Path("my/pairs.jsonl")  # --data wins
+
+    monkeypatch.chdir(tmp_path / "examples")  # neither here nor in a checkout (an installed wheel)
+    monkeypatch.setattr(demo, "CHECKOUT", tmp_path / "site-packages")
+    assert main(["demo", "--device", "cpu"]) == 2  # fails before loading a model
+    err = capsys.readouterr().err
+    assert "the demo's Quora sample was not found" in err and "pass --data PATH" in err
+    assert main(["demo", "--data", "missing.jsonl"]) == 2
+    assert "missing.jsonl does not exist" in capsys.readouterr().err

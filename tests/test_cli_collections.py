@@ -11,7 +11,6 @@ import pytest
 
 from sbert_qdrant.cli import main
 
-ROOT = Path(__file__).parent.parent
 ROWS = [
     {"qid": "a", "question": "How do I learn Python quickly?", "topic": "code"},
     {"qid": "b", "question": "What is the best way to learn Python fast?", "topic": "code"},
@@ -39,7 +38,7 @@ def test_index_then_search_and_resume(tmp_path: Path, kind: str, capsys: pytest.
     assert "0 written, 3 skipped, 0 failed; 3 points stored" in capsys.readouterr().err
     assert main(["search", "learning python", "--limit", "2", "--json", *_engine(tmp_path)]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert {h["key"] for h in hits} == {"a", "b"} and hits[0]["payload"] == {"topic": "code"}
+    assert {h["id"] for h in hits} == {"a", "b"} and hits[0]["payload"] == {"topic": "code"}  # the caller's ids
     assert main(["search", "learning", "--where", "topic=science", *_engine(tmp_path)]) == 0
     assert "Why is the sky blue?" in capsys.readouterr().out
 
@@ -58,15 +57,17 @@ def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["index", str(source), *_engine(tmp_path)]) == 2
     assert f"{source}:2: no text in field 'text'" in capsys.readouterr().err
     assert main(["index", str(tmp_path / "data.parquet"), *_engine(tmp_path)]) == 2
-    assert "pass --format" in capsys.readouterr().err
+    assert "cannot tell the format" in (err := capsys.readouterr().err) and "--format" in err
+    assert main(["index", str(tmp_path / "missing.tsv"), *_engine(tmp_path)]) == 2
+    assert "missing.tsv does not exist" in capsys.readouterr().err
     assert main(["search", "x", *_engine(tmp_path)]) == 2  # nothing was written by the failed runs
     assert "does not exist yet" in capsys.readouterr().err
 
 
-def test_demo_finds_quora_duplicates_in_a_subprocess() -> None:
+def test_demo_finds_quora_duplicates_in_a_subprocess(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "sbert_qdrant", "demo", "--queries", "3", "--device", "cpu", "--no-progress"],
-        cwd=ROOT,
+        cwd=tmp_path,  # not the checkout: the demo finds its sample from anywhere (editable install)
         capture_output=True,
         text=True,
         timeout=300,

@@ -1,17 +1,18 @@
-"""One behaviour suite for TextCollection, run on embedded Qdrant Edge and on qdrant-client's in-memory mode."""
+"""One behaviour suite for TextCollection and AsyncTextCollection, each run on embedded Qdrant Edge and on
+qdrant-client's in-memory mode (the async collection is driven through ``flavours.Blocking``)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient, models
+from flavours import ENGINES, FLAVOURS, Engines, concurrently
+from qdrant_client import models
 
 from sbert_qdrant import (
     CollectionMismatchError,
@@ -23,8 +24,7 @@ from sbert_qdrant import (
     TextCollection,
     TextRecord,
 )
-from sbert_qdrant.records import key_id, text_id
-from sbert_qdrant.store import EdgeStore
+from sbert_qdrant.records import point_id, text_id
 
 QUESTIONS = [
     "How do I learn Python quickly?",
@@ -34,28 +34,18 @@ QUESTIONS = [
     "What is the capital of France?",
     "Which city is the capital of France?",
 ]
-Factory = Callable[..., TextCollection]
 
 
-@pytest.fixture(params=["edge", "memory"])
-def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Factory]:
-    """Builds collections on one engine; every collection opened here shares that engine's storage."""
-    opened: list[TextCollection] = []
-    client = QdrantClient(":memory:") if request.param == "memory" else None
-
-    def factory(encoder: SentenceEncoder, name: str = "faq", **options: object) -> TextCollection:
-        engine = {"client": client} if client is not None else {"location": tmp_path / "qdrant"}
-        collection = TextCollection(name, encoder, **engine, **options)  # type: ignore[arg-type]
-        opened.append(collection)
-        return collection
-
-    yield factory
-    for collection in opened:
-        collection.close()
+@pytest.fixture(params=[(f, e) for f in FLAVOURS for e in ENGINES], ids=lambda p: "-".join(p))
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engines]:
+    """Opens collections of one flavour (sync, async) on one engine (edge, memory)."""
+    engines = Engines(*request.param, tmp_path)
+    yield engines
+    engines.close()
 
 
-def test_upsert_is_idempotent_and_ids_are_deterministic(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_upsert_is_idempotent_and_ids_are_deterministic(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     ids = coll.upsert_texts(QUESTIONS, payloads=[{"n": i} for i in range(6)])
     assert ids == [text_id(q) for q in QUESTIONS] and ids.written == 6 and ids.skipped == 0
     again = coll.upsert_texts(QUESTIONS, payloads=[{"n": i} for i in range(6)], batch_size=4)
@@ -63,9 +53,9 @@ def test_upsert_is_idempotent_and_ids_are_deterministic(make: Factory, tiny_enco
 
 
 def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
-    make: Factory, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
+    make: Engines, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coll = make(tiny_encoder)
+    coll = make.open(tiny_encoder)
     coll.upsert_texts(QUESTIONS[:4], payloads=[{"v": 1}] * 4)
     encoded: list[str] = []
     original = tiny_encoder.encode
@@ -78,52 +68,67 @@ def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
 
 
 def test_default_batch_follows_the_engine(
-    make: Factory, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
+    make: Engines, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coll = make(tiny_encoder)
+    coll = make.open(tiny_encoder)
     writes: list[int] = []
-    original = coll.store.upsert
+    original = coll._store.upsert
 
-    def counting(name: str, vector_name: str, ids: list[str], *rest: object) -> None:
+    def counting(name: str, vector_name: str, ids: list[str], *rest: object) -> object:
         writes.append(len(ids))
-        original(name, vector_name, ids, *rest)  # type: ignore[arg-type]
+        return original(name, vector_name, ids, *rest)  # the sync result, or the coroutine to await
 
-    monkeypatch.setattr(coll.store, "upsert", counting)
+    monkeypatch.setattr(coll._store, "upsert", counting)
     coll.upsert_texts([f"question number {i}" for i in range(2500)])
-    batch = coll.store.upsert_batch
-    assert batch == (4096 if isinstance(coll.store, EdgeStore) else 1024)
+    batch = coll._store.upsert_batch
+    assert batch == (4096 if make.engine == "edge" else 1024)
     assert writes == [min(batch, 2500 - start) for start in range(0, 2500, batch)]
     assert coll.count() == 2500
 
 
-def test_keys_are_kept_in_the_payload_and_address_points(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
-    ids = coll.upsert_texts(QUESTIONS[:3], ids=["q1", 2, "2"], payloads=[{"a": 1}, None, {"b": [1, 2]}])
-    assert ids == [key_id("q1"), key_id(2), key_id("2")] and len(set(ids)) == 3
-    got = coll.get(keys=[2, "q1", "missing"])
-    assert [(t.key, t.text) for t in got] == [(2, QUESTIONS[1]), ("q1", QUESTIONS[0])]
-    assert coll.get(ids[2:])[0].payload == {"b": [1, 2]}
-    coll.delete_texts(keys=["q1"])
-    coll.delete_texts([ids[1]])
-    assert coll.count() == 1
+def test_your_ids_are_the_ids_everywhere(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
+    ids = coll.upsert_texts(QUESTIONS[:3], ids=["doc-1", 2, "2"], payloads=[{"a": 1}, None, {"b": [1, 2]}])
+    assert ids == ["doc-1", 2, "2"]
+    got = coll.get([2, "doc-1", "missing"])
+    assert [(t.id, t.text) for t in got] == [(2, QUESTIONS[1]), ("doc-1", QUESTIONS[0])]
+    assert got[1].point_id == point_id("doc-1") != point_id("doc-2") and len({point_id(i) for i in ids}) == 3
+    assert coll.get(["2"])[0].payload == {"b": [1, 2]}
+    hit = coll.search_text(QUESTIONS[0], limit=1)[0]
+    bare = coll.search_text(QUESTIONS[0], limit=1, with_payload=False)[0]
+    assert hit.id == bare.id == "doc-1" and hit.payload == {"a": 1} and (bare.text, bare.payload) == (None, {})
+    by_id = models.Filter(must=[models.HasIdCondition(has_id=["doc-1", 2])])
+    assert sorted(str(h.id) for h in coll.search_text("x", query_filter=by_id)) == ["2", "doc-1"]
+    assert coll.count({"must": [{"has_id": ["2"]}]}) == 1  # a filter's dict form works too
+    coll.delete_texts(["doc-1", "never stored"])
+    coll.delete_texts([2])
+    assert [t.id for t in coll.get(ids)] == ["2"] and coll.count() == 1
 
 
-def test_records_stream_from_an_iterable(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_a_uuid_id_is_its_own_point_id(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
+    given = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
+    coll.upsert_texts(QUESTIONS[:1], ids=[given])
+    (stored,) = coll.get([given.lower()])
+    assert stored.id == given and stored.point_id == given.lower()
+
+
+def test_records_stream_from_an_iterable(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     records = (
         TextRecord(q, {"i": i}, f"k{i}") if i % 2 else {"text": q, "payload": {"i": i}} for i, q in enumerate(QUESTIONS)
     )
     ids = coll.upsert_texts(records, batch_size=2)
     assert len(ids) == 6 and coll.count() == 6
-    assert coll.get(keys=["k1"])[0].payload == {"i": 1}
+    assert ids[1] == "k1" and coll.get(["k1"])[0].payload == {"i": 1}
 
 
-def test_search_finds_paraphrases_with_typed_hits(make: Factory, default_encoder: SentenceEncoder) -> None:
-    coll = make(default_encoder)
+def test_search_finds_paraphrases_with_typed_hits(make: Engines, default_encoder: SentenceEncoder) -> None:
+    coll = make.open(default_encoder)
     coll.upsert_texts(QUESTIONS, payloads=[{"topic": t} for t in ["py", "py", "sky", "health", "geo", "geo"]])
     hits = coll.search_text("learning Python fast", limit=2)
     assert {h.text for h in hits} == set(QUESTIONS[:2]) and hits[0].score >= hits[1].score
-    assert hits[0].payload == {"topic": "py"} and hits[0].key is None and hits[0].id == text_id(hits[0].text or "")
+    assert hits[0].payload == {"topic": "py"} and hits[0].id == hits[0].point_id == text_id(hits[0].text or "")
     bare = coll.search_text("learning Python fast", limit=1, with_payload=False)[0]
     assert bare.text is None and bare.payload == {} and bare.id == hits[0].id
     batched = coll.search_texts(["learning Python fast", "France's capital"], limit=2)
@@ -133,8 +138,8 @@ def test_search_finds_paraphrases_with_typed_hits(make: Factory, default_encoder
     assert 0 < len(high) < 6 and all(h.score >= 0.5 for h in high)
 
 
-def test_filters_work_the_same_on_every_engine(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder, payload_indexes={"topic": models.PayloadSchemaType.KEYWORD})
+def test_filters_work_the_same_on_every_engine(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder, payload_indexes={"topic": models.PayloadSchemaType.KEYWORD})
     coll.upsert_texts(QUESTIONS, payloads=[{"topic": t, "n": i} for i, t in enumerate("ppshgg")])
     geo = models.Filter(must=[models.FieldCondition(key="topic", match=models.MatchValue(value="g"))])
     assert {h.text for h in coll.search_text("capital", limit=6, query_filter=geo)} == set(QUESTIONS[4:])
@@ -152,8 +157,8 @@ def test_filters_work_the_same_on_every_engine(make: Factory, tiny_encoder: Sent
     assert coll.count() == 4
 
 
-def test_duplicates_calibration_and_mining(make: Factory, default_encoder: SentenceEncoder) -> None:
-    coll = make(default_encoder)
+def test_duplicates_calibration_and_mining(make: Engines, default_encoder: SentenceEncoder) -> None:
+    coll = make.open(default_encoder)
     coll.upsert_texts(QUESTIONS)
     dups = coll.find_duplicates("What's the fastest way to learn Python?", threshold=0.6)
     assert {h.text for h in dups} == set(QUESTIONS[:2])
@@ -167,15 +172,15 @@ def test_duplicates_calibration_and_mining(make: Factory, default_encoder: Sente
         ]
     )
     assert calibration.f1 == 1.0 and 0 < calibration.threshold < 1
-    reopened = make(default_encoder)
-    assert reopened.resolve_threshold(reopened._stored_threshold()) == pytest.approx(calibration.threshold)
+    reopened = make.open(default_encoder)
+    assert reopened._threshold(None) == pytest.approx(calibration.threshold)
     pairs = coll.mine_duplicates(threshold=0.7)
     assert {frozenset((p.text_a, p.text_b)) for p in pairs} == {frozenset(QUESTIONS[:2]), frozenset(QUESTIONS[4:])}
     assert pairs[0].score >= pairs[-1].score
 
 
-def test_get_returns_unit_vectors_in_the_asked_order(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_get_returns_unit_vectors_in_the_asked_order(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     ids = coll.upsert_texts(QUESTIONS[:3])
     got = coll.get([ids[2], ids[0]], with_vectors=True)
     assert [t.text for t in got] == [QUESTIONS[2], QUESTIONS[0]]
@@ -184,11 +189,15 @@ def test_get_returns_unit_vectors_in_the_asked_order(make: Factory, tiny_encoder
 
 
 def test_existing_collection_is_checked_never_replaced(
-    make: Factory, tiny_encoder: SentenceEncoder, default_encoder: SentenceEncoder
+    make: Engines, tiny_encoder: SentenceEncoder, default_encoder: SentenceEncoder
 ) -> None:
-    first = make(tiny_encoder)
+    first = make.open(tiny_encoder)
     first.upsert_texts(QUESTIONS[:2])
-    others = [make(default_encoder), make(tiny_encoder, vector_name="dense"), make(tiny_encoder, distance="dot")]
+    others = [
+        make.open(default_encoder),
+        make.open(tiny_encoder, vector_name="dense"),
+        make.open(tiny_encoder, distance="dot"),
+    ]
     with pytest.raises(CollectionMismatchError, match=r"32-dim cosine.*384-dim"):
         others[0].upsert_texts(["another"])
     with pytest.raises(CollectionMismatchError, match="no vector named 'dense'"):
@@ -198,28 +207,28 @@ def test_existing_collection_is_checked_never_replaced(
     assert first.count() == 2
     for coll in [first, *others]:
         coll.close()  # an embedded collection can only be replaced once nothing else here has it open
-    replaced = make(default_encoder, recreate=True)
+    replaced = make.open(default_encoder, recreate=True)
     replaced.upsert_texts(["fresh start"])
     assert replaced.count() == 1
 
 
-def test_reads_of_a_missing_collection_fail_clearly(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder, name="missing")
-    for read in (lambda: coll.search_text("x"), coll.count, lambda: coll.get(keys=[1])):
+def test_reads_of_a_missing_collection_fail_clearly(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder, name="missing")
+    for read in (lambda: coll.search_text("x"), coll.count, lambda: coll.get([1])):
         with pytest.raises(CollectionNotFoundError, match="'missing' does not exist"):
             read()
     assert not coll.exists()
 
 
-def test_bad_input_writes_nothing(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_bad_input_writes_nothing(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     bad_batches: list[tuple[dict[str, object], str]] = [
         ({"texts": [*QUESTIONS, None]}, r"texts\[6\] is NoneType"),
         ({"texts": [*QUESTIONS, "  "]}, r"texts\[6\] is empty"),
         ({"texts": [*QUESTIONS, "bad \ud800"]}, r"texts\[6\] is not valid Unicode"),
         ({"texts": QUESTIONS[:2], "ids": [1]}, "ids has 1 items but texts has 2"),
         ({"texts": QUESTIONS[:2], "ids": ["a", "a"]}, r"ids\[1\] repeats ids\[0\]"),
-        ({"texts": QUESTIONS[:1], "ids": [1.5]}, "ids must be str or int"),
+        ({"texts": QUESTIONS[:1], "ids": [1.5]}, r"ids\[0\]=1.5 is a float; ids must be str or int"),
         ({"texts": QUESTIONS[:1], "payloads": [{"text": "x"}]}, "reserved key"),
         ({"texts": QUESTIONS[:1], "payloads": [{"x": float("nan")}]}, "cannot be stored as JSON"),
         ({"texts": QUESTIONS[:1], "payloads": [{"x": object()}]}, "cannot be stored as JSON"),
@@ -237,12 +246,12 @@ def test_bad_input_writes_nothing(make: Factory, tiny_encoder: SentenceEncoder) 
     with pytest.raises(InvalidArgumentError, match=r"score_threshold=1\.5"):
         coll.search_text("x", score_threshold=1.5)
     with pytest.raises(InvalidArgumentError, match="collection_name="):
-        make(tiny_encoder, name="../escape")
+        make.open(tiny_encoder, name="../escape")
     assert coll.upsert_texts([]) == [] and coll.count() == 2
 
 
-def test_identical_texts_in_one_call_are_stored_once(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_identical_texts_in_one_call_are_stored_once(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     ids = coll.upsert_texts([QUESTIONS[0], QUESTIONS[1], QUESTIONS[0]])
     assert ids[0] == ids[2] and (ids.written, ids.skipped) == (2, 1) and coll.count() == 2
     with pytest.raises(InvalidInputError, match="different payload"):
@@ -282,18 +291,17 @@ def test_edge_data_persists_across_processes_and_is_locked_while_open(
         holder.wait()
 
 
-def test_concurrent_writers_lose_nothing(make: Factory, tiny_encoder: SentenceEncoder) -> None:
-    coll = make(tiny_encoder)
+def test_concurrent_writers_lose_nothing(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
     batches = [[f"writer {w} text {i}" for i in range(80)] for w in range(2)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = list(pool.map(lambda texts: coll.upsert_texts(texts, batch_size=16), batches))
+    results = concurrently(coll, "upsert_texts", [((texts,), {"batch_size": 16}) for texts in batches])
     assert coll.count() == 160 and sorted(results[0] + results[1]) == sorted(text_id(t) for b in batches for t in b)
 
 
 def test_a_megabyte_text_is_stored_whole_and_encoded_truncated(
-    make: Factory, tiny_encoder: SentenceEncoder, caplog: pytest.LogCaptureFixture
+    make: Engines, tiny_encoder: SentenceEncoder, caplog: pytest.LogCaptureFixture
 ) -> None:
-    coll = make(tiny_encoder)
+    coll = make.open(tiny_encoder)
     huge = "naïve café 東京 " * 70_000  # about 1 MB of mixed scripts
     before = tiny_encoder.truncated_count
     ids = coll.upsert_texts([huge, "short text\x00with a NUL"])

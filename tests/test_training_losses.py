@@ -48,7 +48,7 @@ CASES: list[tuple[str, type[Objective], dict, list[Example]]] = [
     ("softmax-product", SoftmaxLoss, {"concat_product": True}, NLI),
     ("cosine", CosineSimilarityLoss, {}, SCORED),
     ("cosent", CoSENTLoss, {}, SCORED),
-    ("triplet-euclidean", TripletLoss, {}, TRIPLETS),
+    ("triplet-euclid", TripletLoss, {}, TRIPLETS),
     ("triplet-cosine", TripletLoss, {"distance": "cosine", "margin": 0.3}, TRIPLETS),
     ("triplet-manhattan", TripletLoss, {"distance": "manhattan", "margin": 3.0}, TRIPLETS),
     ("mnrl", MultipleNegativesRankingLoss, {}, [Example(t.texts[:2]) for t in TRIPLETS]),
@@ -124,3 +124,8 @@ def test_objectives_refuse_examples_they_cannot_use(tiny_encoder: SentenceEncode
         SoftmaxLoss(tiny_encoder).check_examples([Example(("a", "b"), 5)])
     with pytest.raises(InvalidArgumentError, match=r"distance='dot'"):
         TripletLoss(tiny_encoder, distance="dot")  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidArgumentError, match=r"distance='euclidean' is no longer accepted; pass distance='euclid'"
+    ):
+        TripletLoss(tiny_encoder, distance="euclidean")  # type: ignore[arg-type]
+    assert TripletLoss(tiny_encoder).distance == "euclid"  # Qdrant's name, as the store uses

@@ -7,7 +7,6 @@ SBERT_QDRANT_LOCATION. The API key is read from QDRANT_API_KEY only, never from 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from collections.abc import Iterator, Sequence
@@ -18,61 +17,43 @@ from qdrant_client import models
 
 from ..collection import TextCollection
 from ..encoder import PRECISIONS, SentenceEncoder
-from ..errors import InvalidInputError, PartialWriteError
+from ..errors import DataFormatError, InvalidInputError, PartialWriteError
+from ..files import FORMATS, read_rows
 from ..records import TextRecord
 from ..settings import Settings
 
-FORMATS = ("jsonl", "csv", "tsv", "txt")
-
-
-def _file_format(path: Path, given: str | None) -> str:
-    if given:
-        return given
-    suffix = path.suffix.lower().lstrip(".")
-    kind = {"json": "jsonl", "ndjson": "jsonl", "text": "txt"}.get(suffix, suffix)
-    if kind not in FORMATS:
-        raise InvalidInputError(f"cannot tell the format of {str(path)!r}; pass --format one of {FORMATS}.")
-    return kind
-
-
-def _rows(path: Path, kind: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, fields) of each record in a JSONL, CSV, TSV or TXT file."""
-    with path.open(encoding="utf-8", newline="") as f:
-        if kind == "txt":
-            yield from ((n, {"text": line.rstrip("\r\n")}) for n, line in enumerate(f, 1) if line.strip())
-            return
-        if kind == "jsonl":
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InvalidInputError(f"{path}:{number}: not a JSON object ({exc.msg}).") from exc
-                if not isinstance(row, dict):
-                    raise InvalidInputError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}.")
-                yield number, row
-            return
-        reader = csv.DictReader(f, delimiter="\t" if kind == "tsv" else ",")
-        for row in reader:
-            yield reader.line_num, dict(row)
-
 
 def read_records(
-    path: Path, kind: str, text_field: str, id_field: str | None, payload_fields: Sequence[str] | None
+    path: Path, file_format: str | None, text_field: str, id_field: str | None, payload_fields: Sequence[str] | None
 ) -> Iterator[TextRecord]:
-    """Records of a file; an unusable row raises an error naming the file and line."""
-    for number, row in _rows(path, kind):
+    """Records of a data file (see :mod:`sbert_qdrant.files`); an unusable row raises an error naming file and line.
+
+    The format and the file's existence are checked now, the rows as the records are consumed.
+    """
+    wanted = [text_field, *([id_field] if id_field is not None else [])]
+    rows = read_rows(path, file_format, columns=wanted, fix="pass --text-field (and --id-field) naming its fields")
+    return _records(path, rows, text_field, id_field, payload_fields)
+
+
+def _records(
+    path: Path,
+    rows: Iterator[tuple[int, dict[str, Any]]],
+    text_field: str,
+    id_field: str | None,
+    payload_fields: Sequence[str] | None,
+) -> Iterator[TextRecord]:
+    for number, row in rows:
         text = row.get(text_field)
         if not isinstance(text, str) or not text.strip():
-            raise InvalidInputError(
-                f"{path}:{number}: no text in field {text_field!r} (fields: {sorted(row)}); pass --text-field."
+            raise DataFormatError(
+                f"{path}:{number}: no text in field {text_field!r} (fields: {sorted(row)}); fix the row or pass "
+                "--text-field."
             )
         key = None
         if id_field is not None:
             key = row.get(id_field)
             if key is None or key == "":
-                raise InvalidInputError(f"{path}:{number}: no id in field {id_field!r}.")
+                raise DataFormatError(f"{path}:{number}: no id in field {id_field!r}; fix the row or pass --id-field.")
         names = payload_fields if payload_fields is not None else [k for k in row if k not in (text_field, id_field)]
         yield TextRecord(text, {name: row.get(name) for name in names}, key)
 
@@ -94,9 +75,8 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
 
 def _index(args: argparse.Namespace) -> int:
     path = Path(args.file)
-    kind = _file_format(path, args.format)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
-    records = read_records(path, kind, args.text_field, args.id_field, fields)
+    records = read_records(path, args.format, args.text_field, args.id_field, fields)
     with open_collection(args) as coll:
         try:
             result = coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
@@ -142,7 +122,7 @@ def _search(args: argparse.Namespace) -> int:
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
             for hit in found:
-                row = {"query": query, "id": hit.id, "score": hit.score, "text": hit.text, "key": hit.key}
+                row = {"query": query, "id": hit.id, "score": hit.score, "text": hit.text}
                 print(json.dumps({**row, "payload": hit.payload}, ensure_ascii=False))
             continue
         print(f"query: {query}")
@@ -154,10 +134,9 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _dedup(args: argparse.Namespace) -> int:
+    records = read_records(Path(args.file), args.format, args.text_field, None, []) if args.file else None
     with open_collection(args) as coll:
-        if args.file:
-            path = Path(args.file)
-            records = read_records(path, _file_format(path, args.format), args.text_field, None, [])
+        if records is not None:
             coll.upsert_texts(records, on_conflict="skip")
         pairs = coll.mine_duplicates(threshold=args.threshold, top_k=args.top_k, limit=args.limit)
     for pair in pairs:
@@ -180,12 +159,14 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_file_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=FORMATS, default=None, help="file format (default: from the extension)")
-    parser.add_argument("--text-field", default="text", help="field holding the text (JSONL/CSV/TSV)")
+    parser.add_argument(
+        "--format", choices=FORMATS, default=None, help="file format (default: from the name; .gz read too)"
+    )
+    parser.add_argument("--text-field", default="text", help="field holding the text (TXT: each line is 'text')")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    index = commands.add_parser("index", help="embed a JSONL/CSV/TSV/TXT file into a collection")
+    index = commands.add_parser("index", help="embed a JSONL/CSV/TSV/TXT file (optionally .gz) into a collection")
     index.add_argument("file", help="records to index")
     _add_file_options(index)
     index.add_argument("--id-field", default=None, help="field holding your id (default: ids from the text)")

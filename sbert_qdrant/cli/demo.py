@@ -3,12 +3,14 @@
 Reads a Quora Question Pairs JSONL (question1, question2, is_duplicate), holds out the second question of a few
 duplicate pairs, indexes every other question, then asks for each held-out question's duplicates and shows whether
 Quora's known partner comes back first.
+
+The sample is not shipped inside the package: ``--data PATH``, else ``examples/data/quora_pairs_sample.jsonl``
+under the current directory, else under the source checkout this package runs from (an editable install).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -16,8 +18,27 @@ from pathlib import Path
 from ..collection import TextCollection
 from ..encoder import SentenceEncoder
 from ..errors import InvalidInputError
+from ..files import read_rows
 
-DEFAULT_DATA = Path("examples/data/quora_pairs_sample.jsonl")
+#: The sample's place in a source checkout.
+SAMPLE = Path("examples") / "data" / "quora_pairs_sample.jsonl"
+#: The checkout this module runs from, when installed editable (sbert_qdrant/cli/demo.py -> the repository root).
+CHECKOUT = Path(__file__).resolve().parents[2]
+
+
+def find_data(given: str | None = None) -> Path:
+    """The demo's Quora pairs file: ``given``, else the sample under the current directory, else under the checkout."""
+    if given is not None:
+        return Path(given)  # read_rows reports a missing file, naming it
+    tried = [Path.cwd() / SAMPLE, CHECKOUT / SAMPLE]
+    for path in tried:
+        if path.is_file():
+            return path
+    raise InvalidInputError(
+        f"the demo's Quora sample was not found (tried {', '.join(str(p) for p in dict.fromkeys(tried))}); pass "
+        "--data PATH to a Quora pairs JSONL (question1, question2, is_duplicate), such as the source repository's "
+        f"{SAMPLE.as_posix()}."
+    )
 
 
 def held_out_pairs(pairs: list[dict[str, object]], count: int) -> list[tuple[str, str]]:
@@ -30,7 +51,8 @@ def held_out_pairs(pairs: list[dict[str, object]], count: int) -> list[tuple[str
     chosen = []
     for pair in pairs:
         new, known = str(pair["question2"]), str(pair["question1"])
-        if pair["is_duplicate"] == 1 and seen[new] == 1 and new != known:
+        duplicate = str(pair["is_duplicate"]).strip().lower() in ("1", "true")  # JSON 1/true, or CSV/TSV text
+        if duplicate and seen[new] == 1 and new != known:
             chosen.append((new, known))
         if len(chosen) == count:
             break
@@ -38,12 +60,9 @@ def held_out_pairs(pairs: list[dict[str, object]], count: int) -> list[tuple[str
 
 
 def _demo(args: argparse.Namespace) -> int:
-    path = Path(args.data)
-    if not path.is_file():
-        raise InvalidInputError(
-            f"demo data {str(path)!r} not found; run from the repository root or pass --data FILE.jsonl."
-        )
-    pairs = [json.loads(line) for line in path.open(encoding="utf-8") if line.strip()]
+    path = find_data(args.data)
+    columns = ("question1", "question2", "is_duplicate")
+    pairs = [row for _, row in read_rows(path, columns=columns, fix="pass --data PATH to a Quora pairs file")]
     probes = held_out_pairs(pairs, args.queries)
     hidden = {new for new, _ in probes}
     questions = list(dict.fromkeys(str(p[k]) for p in pairs for k in ("question1", "question2")))
@@ -73,7 +92,12 @@ def _demo(args: argparse.Namespace) -> int:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     demo = commands.add_parser("demo", help="index real Quora questions and search for duplicates of new ones")
-    demo.add_argument("--data", default=str(DEFAULT_DATA), help="Quora pairs JSONL (default: the repo's sample)")
+    demo.add_argument(
+        "--data",
+        default=None,
+        metavar="PATH",
+        help=f"Quora pairs JSONL/CSV/TSV (default: {SAMPLE.as_posix()} here, else in the source checkout)",
+    )
     demo.add_argument("--queries", type=int, default=5, help="new questions to look up")
     demo.add_argument("--location", default=None, help="keep the Edge collection in this folder (default: temporary)")
     demo.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")

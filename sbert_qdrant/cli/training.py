@@ -13,6 +13,7 @@ import torch
 
 from ..encoder import SentenceEncoder
 from ..errors import InvalidArgumentError
+from ..files import read_columns
 from ..training import (
     NLI_LABELS,
     CosineSimilarityLoss,
@@ -30,7 +31,7 @@ from ..training import (
     TripletLoss,
     read_examples,
 )
-from ..training.data import LabelKind, iter_rows
+from ..training.data import LabelKind
 
 #: objective -> (loss class, label kind, label column candidates, text column candidates).
 _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
@@ -58,25 +59,27 @@ _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...],
 _PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
 
 
-def _columns(path: str, given: str | None, candidates: Sequence[Sequence[str]], what: str) -> list[str]:
+def _columns(
+    path: str, given: str | None, candidates: Sequence[Sequence[str]], what: str, flag: str = "--columns"
+) -> list[str]:
     """The text columns: as given (comma-separated), else the first candidate set the file's first row has."""
     if given:
         return [c.strip() for c in given.split(",")]
-    first = next((row for _, row in iter_rows(path)), {})
+    found = read_columns(path)
     for names in candidates:
-        if all(n in first for n in names):
+        if all(n in found for n in names):
             return list(names)
     options = " or ".join(",".join(c) for c in candidates)
     raise InvalidArgumentError(
-        f"{path} has columns {list(first)}, none of the {what} defaults ({options}); name them with --columns."
+        f"{path} has columns {found}, none of the {what} defaults ({options}); name them with {flag}."
     )
 
 
 def _label_column(path: str, given: str | None, candidates: Sequence[str]) -> str:
     if given:
         return given
-    first = next((row for _, row in iter_rows(path)), {})
-    found = next((c for c in candidates if c in first), None)
+    columns = read_columns(path)
+    found = next((c for c in candidates if c in columns), None)
     if found is None:
         raise InvalidArgumentError(f"{path} has no label column {list(candidates)}; name it with --label-column.")
     return found
@@ -96,7 +99,7 @@ def _task(
 
 
 def _pairs(args: argparse.Namespace, path: str, label_candidates: Sequence[str], kind: LabelKind) -> list[Example]:
-    texts = _columns(path, args.eval_columns, _PAIR_COLUMNS, "pair")
+    texts = _columns(path, args.eval_columns, _PAIR_COLUMNS, "pair", "--eval-columns")
     label = _label_column(path, None, label_candidates)
     return read_examples(path, texts, label, kind, max_score=args.max_score)
 
@@ -110,7 +113,7 @@ def _evaluators(args: argparse.Namespace) -> list[tuple[str, str, Evaluator]]:
         rows = _pairs(args, path, ("is_duplicate", "label"), "binary")
         found.append(("pairs", path, PairClassificationEvaluator(*_split(rows), [int(r.label or 0) for r in rows])))
     for path in getattr(args, "eval_retrieval", None) or []:
-        rows = read_examples(path, _columns(path, args.eval_columns, _PAIR_COLUMNS, "retrieval"))
+        rows = read_examples(path, _columns(path, args.eval_columns, _PAIR_COLUMNS, "retrieval", "--eval-columns"))
         queries = {i: r.texts[0] for i, r in enumerate(rows)}
         corpus = {text: text for r in rows for text in r.texts[1:2]}
         relevant = {i: {r.texts[1]} for i, r in enumerate(rows)}
@@ -182,7 +185,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    train = commands.add_parser("train", help="fine-tune an encoder on pairs or triplets from TSV/CSV/JSONL files")
+    train = commands.add_parser(
+        "train", help="fine-tune an encoder on pairs or triplets from JSONL/CSV/TSV files (optionally .gz)"
+    )
     train.add_argument("--objective", action="append", choices=sorted(_OBJECTIVES), help="one, or one per --train")
     train.add_argument("--train", action="append", required=True, metavar="FILE", help="training file (repeatable)")
     train.add_argument("--output", required=True, type=Path, help="folder for the trained model and checkpoints")

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from .base import CollectionSpec, Distance, Quantization, ScoredRecord, StoredRecord, VectorSpec, VectorStore
+from .async_client import AsyncClientStore
+from .async_protocol import AsyncVectorStore
+from .base import CollectionSpec, Distance, Quantization, ScoredRecord, StoredRecord, VectorSpec
 from .client import ClientStore
 from .edge import EdgeStore
+from .protocol import VectorStore
 from .retry import RetryPolicy
+from .threaded import ThreadedStore
 
 __all__ = [
+    "AsyncClientStore",
+    "AsyncVectorStore",
     "ClientStore",
     "CollectionSpec",
     "Distance",
@@ -16,6 +22,7 @@ __all__ = [
     "RetryPolicy",
     "ScoredRecord",
     "StoredRecord",
+    "ThreadedStore",
     "VectorSpec",
     "VectorStore",
 ]

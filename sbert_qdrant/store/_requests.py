@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import models
 
-from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec
+from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
 
 _TO_QDRANT = {
     "cosine": models.Distance.COSINE,
@@ -66,7 +66,7 @@ def query_requests(
     limit: int,
     query_filter: models.Filter | None,
     score_threshold: float | None,
-    with_payload: bool,
+    with_payload: PayloadSelector,
 ) -> list[models.QueryRequest]:
     return [
         models.QueryRequest(

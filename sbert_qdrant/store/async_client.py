@@ -1,10 +1,14 @@
-"""Async stores: qdrant-client's AsyncQdrantClient, and any sync store run in a worker thread (Qdrant Edge)."""
+"""The store over qdrant-client's AsyncQdrantClient: a Qdrant server, Qdrant Cloud, or the local mode.
+
+Written once, for asyncio; ``tools/unasync.py`` derives ``client.py`` (``ClientStore`` over ``QdrantClient``).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Mapping, Sequence
+import time
+import warnings
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,20 +16,29 @@ from qdrant_client import AsyncQdrantClient, models
 
 from ..errors import StoreError
 from . import _requests as rq
-from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec, VectorStore
-from .client import ClientStore
+from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
 from .retry import RetryPolicy
 
 
 class AsyncClientStore:
-    """``ClientStore`` for AsyncQdrantClient: the same requests, awaited under the same retry policy."""
+    """Every call goes through one retry policy (transient faults only; local mode never has them).
 
-    upsert_batch = ClientStore.upsert_batch
+    close_client: whether ``close()`` closes the client (False for a client the caller owns).
+    """
 
-    def __init__(self, client: AsyncQdrantClient, retry: RetryPolicy | None = None, close_client: bool = True) -> None:
+    upsert_batch = 1024  # ~4 MB of JSON for 384-dim vectors, well under a server's 32 MB request limit
+
+    def __init__(
+        self,
+        client: AsyncQdrantClient,
+        retry: RetryPolicy | None = None,
+        close_client: bool = True,
+        optimize_timeout: float = 600.0,
+    ) -> None:
         self.client = client
         self.retry = retry or RetryPolicy()
         self.close_client = close_client
+        self.optimize_timeout = optimize_timeout
 
     async def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return await self.retry.acall(what, getattr(self.client, method), *args, **kwargs)
@@ -39,6 +52,7 @@ class AsyncClientStore:
         try:
             await self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
         except StoreError:
+            # A retried create whose first attempt landed answers "already exists": that is success.
             if await self.describe(spec.name) != {spec.vector_name: spec.vector}:
                 raise
 
@@ -76,7 +90,7 @@ class AsyncClientStore:
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
-        with_payload: bool,
+        with_payload: PayloadSelector,
     ) -> list[list[ScoredRecord]]:
         requests = rq.query_requests(vector_name, vectors, limit, query_filter, score_threshold, with_payload)
         return rq.scored(await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
@@ -86,17 +100,19 @@ class AsyncClientStore:
         found = await self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_vectors=vectors)
         return rq.stored(found, vector_name)
 
-    async def scroll_all(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> list[StoredRecord]:
+    async def scroll(
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int
+    ) -> AsyncIterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
-        out: list[StoredRecord] = []
         offset: Any = None
         while True:
             records, offset = await self._call(
                 f"scroll of {name!r}", "scroll", name, limit=batch_size, offset=offset, with_vectors=vectors
             )
-            out.extend(rq.stored(records, vector_name))
+            if records:
+                yield rq.stored(records, vector_name)
             if offset is None:
-                return out
+                return
 
     async def delete(
         self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool
@@ -109,47 +125,28 @@ class AsyncClientStore:
         return int(result.count)
 
     async def create_payload_index(self, name: str, field_name: str, schema: models.PayloadSchemaType) -> None:
-        await self._call(
-            f"create_payload_index({field_name!r}) on {name!r}",
-            "create_payload_index",
-            name,
-            field_name=field_name,
-            field_schema=schema,
-            wait=True,
-        )
+        with warnings.catch_warnings():
+            # local mode filters without indexes and says so on every call; the index matters on a server only
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect in the local Qdrant")
+            await self._call(
+                f"create_payload_index({field_name!r}) on {name!r}",
+                "create_payload_index",
+                name,
+                field_name=field_name,
+                field_schema=schema,
+                wait=True,
+            )
 
     async def optimize(self, name: str) -> None:
-        for _ in range(1200):  # a server indexes in the background; wait for green, up to ten minutes
-            info = await self._call(f"get_collection({name!r})", "get_collection", name)
-            if info.status == models.CollectionStatus.GREEN:
-                return
+        """Wait until the server reports the collection green (indexed), up to ``optimize_timeout`` seconds."""
+        deadline = time.monotonic() + self.optimize_timeout
+        while (
+            await self._call(f"get_collection({name!r})", "get_collection", name)
+        ).status != models.CollectionStatus.GREEN:
+            if time.monotonic() > deadline:
+                raise StoreError(f"collection {name!r} was not green after {self.optimize_timeout:.0f} s of indexing.")
             await asyncio.sleep(0.5)
-        raise StoreError(f"collection {name!r} was not green after 600 s of indexing.")
 
     async def close(self) -> None:
         if self.close_client:
             await self.client.close()
-
-
-class ThreadedStore:
-    """Any sync store (Qdrant Edge) made awaitable: every call runs in a worker thread, off the event loop."""
-
-    def __init__(self, store: VectorStore) -> None:
-        self.store = store
-        self.upsert_batch = store.upsert_batch
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.store, name)
-
-        @functools.wraps(method)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return call
-
-    async def scroll_all(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> list[StoredRecord]:
-        def collect() -> list[StoredRecord]:
-            pages = self.store.scroll(name, vector_name, with_vectors, batch_size)
-            return [record for page in pages for record in page]
-
-        return await asyncio.to_thread(collect)

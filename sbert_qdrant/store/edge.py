@@ -18,7 +18,7 @@ import qdrant_edge as qe
 from qdrant_client import models
 
 from ..errors import InvalidArgumentError, StoreError, StoreInUseError
-from .base import CollectionSpec, Payload, ScoredRecord, StoredRecord, VectorSpec
+from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
 from .edge_filters import to_edge_filter
 
 _DISTANCES = {
@@ -167,7 +167,7 @@ class EdgeStore:
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
-        with_payload: bool,
+        with_payload: PayloadSelector,
     ) -> list[list[ScoredRecord]]:
         edge_filter = to_edge_filter(query_filter)
         requests = [

@@ -9,9 +9,11 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from ..errors import InvalidArgumentError
 from ..settings import Settings
+from .async_client import AsyncClientStore
 from .client import ClientStore
 from .edge import EdgeStore
 from .retry import RetryPolicy
+from .threaded import ThreadedStore
 
 
 def _choose(location: Any, url: str | None, client: Any, settings: Settings) -> tuple[str, Any]:
@@ -63,20 +65,25 @@ def open_store(
     return EdgeStore(target)
 
 
-def open_async_client(
-    url: str | None, api_key: str | None, client: AsyncQdrantClient | None, settings: Settings
-) -> tuple[AsyncQdrantClient, bool]:
-    """(client, owned): the caller's AsyncQdrantClient, or one for ``url`` / ``QDRANT_URL``."""
-    if client is not None:
-        if url is not None:
-            raise InvalidArgumentError("pass url= or client=, not both.")
-        if not isinstance(client, AsyncQdrantClient):
-            raise InvalidArgumentError(f"client must be an AsyncQdrantClient, not {type(client).__name__}.")
-        return client, False
-    target = url or settings.qdrant_url
-    if not target:
-        raise InvalidArgumentError(
-            "AsyncTextCollection needs url=, client=AsyncQdrantClient(...) or QDRANT_URL; "
-            "for embedded Qdrant Edge pass location= (writes then run in a worker thread)."
-        )
-    return AsyncQdrantClient(**_client_options(target, api_key, settings)), True
+def open_async_store(
+    location: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    client: AsyncQdrantClient | None = None,
+    settings: Settings | None = None,
+    retry: RetryPolicy | None = None,
+) -> AsyncClientStore | ThreadedStore:
+    """``open_store`` for asyncio: an AsyncQdrantClient, or Qdrant Edge with its calls in a worker thread."""
+    settings = settings or Settings()
+    kind, target = _choose(location, url, client, settings)
+    if kind == "client":
+        if not isinstance(target, AsyncQdrantClient):
+            raise InvalidArgumentError(
+                f"client must be a qdrant_client.AsyncQdrantClient, not {type(target).__name__} "
+                "(use TextCollection for QdrantClient)."
+            )
+        return AsyncClientStore(target, retry or retry_policy(settings), close_client=False)
+    if kind == "url":
+        options = _client_options(target, api_key, settings)
+        return AsyncClientStore(AsyncQdrantClient(**options), retry or retry_policy(settings))
+    return ThreadedStore(EdgeStore(target))

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ..errors import DataFormatError
 from .checkpoint import CheckpointError
 from .data import (
     NLI_LABELS,
-    DataFormatError,
     Example,
     read_binary_pairs,
     read_examples,

@@ -1,36 +1,30 @@
-"""Training examples and their readers: labelled pairs, triplets and (anchor, positive) pairs from TSV/CSV/JSONL.
+"""Training examples and their readers: labelled pairs, triplets and (anchor, positive) pairs from data files.
 
-Every reader maps named columns to an example's texts and, optionally, a label column to its label. A row
-that cannot be read is reported with its file and line: by default as a :class:`DataFormatError`, with
-``errors="warn"`` as one warning per row (then skipped). Nothing is dropped silently.
+Files are read by :mod:`sbert_qdrant.files` (JSONL, CSV, TSV without quoting, TXT; optionally gzipped). Every
+reader maps named columns to an example's texts and, optionally, a label column to its label. A row that cannot
+be read is reported with its file and line: by default as a :class:`DataFormatError`, with ``errors="warn"`` as
+one warning per row (then skipped). Nothing is dropped silently.
 """
 
 from __future__ import annotations
 
-import csv
-import gzip
-import json
 import logging
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, Literal
 
-from ..errors import InvalidArgumentError, InvalidInputError
+from ..errors import DataFormatError, InvalidArgumentError
+from ..files import read_rows
 
 logger = logging.getLogger(__name__)
 
+#: What an example's label holds: a class index, a similarity score in 0..1, or 0/1. Objectives declare theirs.
 LabelKind = Literal["class", "score", "binary"]
 #: The three NLI classes in the order sentence-transformers' NLI examples use.
 NLI_LABELS: tuple[str, ...] = ("contradiction", "entailment", "neutral")
 _BINARY = {"0": 0, "1": 1, "false": 0, "true": 1, "no": 0, "yes": 1}
-_FORMATS = ("tsv", "csv", "jsonl")
-
-
-class DataFormatError(InvalidInputError):
-    """A data file row that cannot be read; the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -39,62 +33,6 @@ class Example:
 
     texts: tuple[str, ...]
     label: float | int | None = None
-
-
-def _file_format(path: Path, file_format: str | None) -> str:
-    if file_format is not None:
-        if file_format not in _FORMATS:
-            raise InvalidArgumentError(f"file_format={file_format!r} is not one of {_FORMATS}.")
-        return file_format
-    suffixes = [s.lower() for s in path.suffixes if s.lower() != ".gz"]
-    suffix = suffixes[-1].lstrip(".") if suffixes else ""
-    if suffix in ("tsv", "txt"):
-        return "tsv"
-    if suffix in ("csv", "jsonl"):
-        return suffix
-    if suffix == "json":
-        return "jsonl"
-    raise InvalidArgumentError(
-        f"cannot tell the format of {path} from its name; name it .tsv, .csv or .jsonl (optionally .gz) "
-        "or pass file_format='tsv'|'csv'|'jsonl'."
-    )
-
-
-def _open_text(path: Path) -> TextIO:
-    if path.suffix.lower() == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return path.open(encoding="utf-8", newline="")
-
-
-def iter_rows(path: str | os.PathLike[str], file_format: str | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, row) pairs of a TSV/CSV file with a header row, or of a JSONL file of objects.
-
-    TSV is read without quoting (the convention of STS-B, NLI and sentence-transformers' data files); CSV
-    with standard double-quote quoting. Line numbers are 1-based file lines (the header is line 1).
-    """
-    source = Path(path)
-    kind = _file_format(source, file_format)
-    if not source.is_file():
-        raise InvalidArgumentError(f"data file {source} does not exist.")
-    with _open_text(source) as f:
-        if kind == "jsonl":
-            for number, line in enumerate(f, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except ValueError as exc:
-                    raise DataFormatError(
-                        f"{source}:{number}: not valid JSON ({exc}); fix or remove the line."
-                    ) from None
-                if not isinstance(row, dict):
-                    raise DataFormatError(f"{source}:{number}: expected a JSON object, got {type(row).__name__}.")
-                yield number, row
-            return
-        tsv = kind == "tsv"
-        reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE) if tsv else csv.DictReader(f)
-        for row in reader:
-            yield reader.line_num, row
 
 
 def _text(row: Mapping[str, Any], column: str) -> str:
@@ -157,9 +95,9 @@ def read_examples(
         raise InvalidArgumentError(f"max_score={max_score!r} must be positive.")
     examples: list[Example] = []
     skipped = 0
-    for number, row in iter_rows(path, file_format):
-        if not examples and not skipped:
-            _check_columns(path, row, [*text_columns, *([label_column] if label_column else [])])
+    wanted = [*text_columns, *([label_column] if label_column else [])]
+    fix = "pass the right names (text_columns=..., label_column=...)"
+    for number, row in read_rows(path, file_format, columns=wanted, fix=fix):
         try:
             texts = tuple(_text(row, c) for c in text_columns)
             label = _label(row.get(label_column), label_kind, label_map, max_score) if label_column else None
@@ -178,16 +116,6 @@ def read_examples(
     if not examples:
         raise DataFormatError(f"{os.fspath(path)} holds no usable rows.")
     return examples
-
-
-def _check_columns(path: str | os.PathLike[str], row: Mapping[str, Any], wanted: Sequence[str]) -> None:
-    """Name the missing columns once, rather than failing on every row."""
-    missing = [c for c in wanted if c not in row]
-    if missing:
-        raise DataFormatError(
-            f"{os.fspath(path)} has no column(s) {missing}; its columns are {list(row)}. "
-            "Pass the right names (text_columns=..., label_column=...)."
-        )
 
 
 def read_nli(

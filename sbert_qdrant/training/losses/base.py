@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -12,9 +12,7 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...encoder.base import Features
 from ...errors import InvalidInputError
-from ..data import Example
-
-LabelKind = Literal["class", "score", "binary"]
+from ..data import Example, LabelKind
 
 
 @dataclass

@@ -9,7 +9,8 @@ from torch import nn
 
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
-from .base import Batch, LabelKind, Objective
+from ..data import LabelKind
+from .base import Batch, Objective
 
 
 def _cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from ...encoder import SentenceEncoder
-from .base import Batch, LabelKind, Objective
+from ..data import LabelKind
+from .base import Batch, Objective
 
 
 def _pair_cosine(batch: Batch, objective: Objective) -> torch.Tensor:

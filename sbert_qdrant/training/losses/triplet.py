@@ -9,15 +9,17 @@ from torch import nn
 
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
-from .base import Batch, LabelKind, Objective
+from ..data import LabelKind
+from .base import Batch, Objective
 
-Distance = Literal["euclidean", "cosine", "manhattan"]
-DISTANCES: tuple[str, ...] = ("euclidean", "cosine", "manhattan")
+#: Distances by Qdrant's names (``models.Distance``), so one vocabulary serves training and the store.
+Distance = Literal["euclid", "cosine", "manhattan"]
+DISTANCES: tuple[Distance, ...] = ("euclid", "cosine", "manhattan")
 
 
 def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: Distance) -> torch.Tensor:
     """Row-wise distance between two ``(batch, dim)`` tensors."""
-    if distance == "euclidean":
+    if distance == "euclid":
         return (a - b).norm(p=2, dim=1)
     if distance == "manhattan":
         return (a - b).abs().sum(dim=1)
@@ -27,18 +29,24 @@ def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: Distance) -> torch
 class TripletLoss(Objective):
     """``max(d(a, p) - d(a, n) + margin, 0)`` averaged over the batch.
 
-    Inputs: (anchor, positive, negative) triplets, no label. Euclidean distance with margin 1, as in the SBERT
-    paper, by default; ``distance="cosine"`` or ``"manhattan"`` change the metric (pick the margin to match).
+    Inputs: (anchor, positive, negative) triplets, no label. Euclidean distance (``"euclid"``, Qdrant's name) with
+    margin 1, as in the SBERT paper, by default; ``distance="cosine"`` or ``"manhattan"`` change the metric (pick
+    the margin to match).
     """
 
     min_texts: ClassVar[int] = 3
     max_texts: ClassVar[int] = 3
     label_kind: ClassVar[LabelKind | None] = None
 
-    def __init__(self, encoder: SentenceEncoder, distance: Distance = "euclidean", margin: float = 1.0) -> None:
+    def __init__(self, encoder: SentenceEncoder, distance: Distance = "euclid", margin: float = 1.0) -> None:
         super().__init__(encoder)
+        if distance == "euclidean":  # the old name: refused, naming the new one
+            raise InvalidArgumentError(
+                "distance='euclidean' is no longer accepted; pass distance='euclid' (Qdrant's name for Euclidean "
+                f"distance). Distances: {', '.join(DISTANCES)}."
+            )
         if distance not in DISTANCES:
-            raise InvalidArgumentError(f"distance={distance!r} is not one of {DISTANCES}.")
+            raise InvalidArgumentError(f"distance={distance!r} is not one of {', '.join(DISTANCES)}.")
         if margin < 0:
             raise InvalidArgumentError(f"margin={margin!r} must be >= 0.")
         self.distance: Distance = distance

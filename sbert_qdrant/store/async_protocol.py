@@ -1,0 +1,80 @@
+"""The store protocol: what a text collection needs from a Qdrant engine, in vectors and payloads only.
+
+Written once, for asyncio (``AsyncVectorStore``); ``tools/unasync.py`` derives ``protocol.py`` (``VectorStore``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+from qdrant_client import models
+
+from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+
+
+class AsyncVectorStore(Protocol):
+    """A Qdrant engine seen as named collections of (id, vector, payload) points."""
+
+    #: Texts per ``upsert_texts`` batch when the caller gives none: the encoder sorts each batch by length, so a
+    #: wider window pads less; a remote engine also bounds the request size.
+    upsert_batch: int
+
+    async def describe(self, name: str) -> dict[str, VectorSpec] | None:
+        """The dense vectors of an existing collection by name, or None when it does not exist."""
+
+    async def create(self, spec: CollectionSpec) -> None: ...
+
+    async def drop(self, name: str) -> None: ...
+
+    async def metadata(self, name: str) -> Payload: ...
+
+    async def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
+        """Merge values into the collection's metadata."""
+
+    async def upsert(
+        self,
+        name: str,
+        vector_name: str,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        payloads: Sequence[Payload],
+        wait: bool,
+    ) -> None: ...
+
+    async def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]: ...
+
+    async def query(
+        self,
+        name: str,
+        vector_name: str,
+        vectors: np.ndarray,
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: PayloadSelector,
+    ) -> list[list[ScoredRecord]]:
+        """Nearest neighbours of each row of ``vectors``, one list per row."""
+
+    async def retrieve(
+        self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool
+    ) -> list[StoredRecord]: ...
+
+    def scroll(
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int
+    ) -> AsyncIterator[list[StoredRecord]]:
+        """Every point, a page at a time."""
+
+    async def delete(
+        self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool
+    ) -> None: ...
+
+    async def count(self, name: str, query_filter: models.Filter | None) -> int: ...
+
+    async def create_payload_index(self, name: str, field_name: str, schema: models.PayloadSchemaType) -> None: ...
+
+    async def optimize(self, name: str) -> None:
+        """Make the collection fast to search (Edge: build HNSW; a server: wait until it is green)."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,147 @@
+"""The map in the repo: which layer each module belongs to, and which layers it may import.
+
+DESIGN.md ("Layers") draws the package as layers through which data flows down, never up. This test reads every
+module with ``ast`` (imports inside functions and ``if TYPE_CHECKING:`` blocks included) and fails on an import
+against the rules below, and on a module the table does not place, so the table stays a complete map.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+PACKAGE = "sbert_qdrant"
+PACKAGE_DIR = Path(__file__).resolve().parents[1] / PACKAGE
+
+# Module (or package, covering its submodules) -> layer. The root key covers ``__init__.py`` only; the most
+# specific key wins, then the ``_*`` pattern for private top-level modules.
+LAYER_OF: dict[str, str] = {
+    "sbert_qdrant.errors": "base",  # one exception tree
+    "sbert_qdrant.settings": "base",  # pydantic settings from env
+    "sbert_qdrant.files": "base",  # reading input files
+    "sbert_qdrant._version": "base",
+    "sbert_qdrant.encoder": "encoder",  # SentenceEncoder, CrossEncoder, sparse weights; knows nothing of Qdrant
+    "sbert_qdrant.store": "store",  # engines behind one protocol; knows vectors and payloads, never text
+    "sbert_qdrant.records": "records",  # ids, payload layout, input checks
+    "sbert_qdrant.documents": "records",  # chunking of long documents
+    "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
+    "sbert_qdrant.collection": "collection",  # TextCollection
+    "sbert_qdrant.aio": "collection",  # AsyncTextCollection
+    "sbert_qdrant._*": "collection",  # the collections' shared private machinery (_collection_core, ...)
+    "sbert_qdrant.training": "training",  # data readers, objectives, trainer, evaluators
+    "sbert_qdrant.integrations": "integrations",  # LangChain / LlamaIndex adapters
+    "sbert_qdrant.testing": "testing",  # test support: tiny random encoders, fault-injecting clients
+    "sbert_qdrant.cli": "cli",  # the sbert-qdrant command
+    "sbert_qdrant.__main__": "cli",
+    "sbert_qdrant": "root",  # the public surface
+}
+
+ALL_LAYERS = {
+    "base", "encoder", "store", "records", "collection", "training", "testing", "integrations", "cli", "root"
+}  # fmt: skip
+
+# Layer -> the layers its modules may import (its own included).
+MAY_IMPORT: dict[str, set[str]] = {
+    "base": {"base"},
+    "encoder": {"base", "encoder"},
+    "store": {"base", "store"},
+    "records": {"base", "records"},
+    "collection": {"base", "encoder", "store", "records", "collection"},
+    "training": {"base", "encoder", "records", "training"},  # never the store nor a collection
+    "testing": {"base", "encoder", "store", "testing"},  # imported by tests and benchmarks only
+    "integrations": ALL_LAYERS - {"cli"},
+    "cli": ALL_LAYERS,
+    "root": ALL_LAYERS - {"cli", "integrations", "testing"},  # the core never imports the integrations
+}
+
+# Third-party top-level packages -> the only layers that may import them.
+RESTRICTED_THIRD_PARTY: dict[str, set[str]] = {
+    "langchain_core": {"integrations"},
+    "llama_index": {"integrations"},
+    "tests": set(),
+    "conftest": set(),
+}
+
+
+def layer_of(module: str) -> str | None:
+    if module in LAYER_OF:
+        return LAYER_OF[module]
+    parents = [key for key in LAYER_OF if key != PACKAGE and module.startswith(key + ".")]
+    if parents:
+        return LAYER_OF[max(parents, key=len)]
+    patterns = [key for key in LAYER_OF if "*" in key and fnmatchcase(module, key)]
+    return LAYER_OF[patterns[0]] if patterns else None
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__.py``)."""
+    modules = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+MODULES = package_modules()
+
+
+def imports(module: str, path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute module name) for each module imported anywhere in the file."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            # ``from pkg import name`` imports the submodule pkg.name when there is one, else pkg itself.
+            targets = {f"{source}.{a.name}" if f"{source}.{a.name}" in MODULES else source for a in node.names}
+            for target in sorted(targets):
+                yield node.lineno, target
+
+
+def where(module: str, line: int) -> str:
+    return f"{MODULES[module].relative_to(PACKAGE_DIR.parent)}:{line}: {module}"
+
+
+def test_every_module_has_a_layer() -> None:
+    """A new module must be placed in LAYER_OF, so the map stays complete."""
+    assert f"{PACKAGE}.collection" in MODULES, f"no modules found under {PACKAGE_DIR}"
+    unplaced = [module for module in MODULES if layer_of(module) is None]
+    assert not unplaced, f"add these modules to LAYER_OF in {Path(__file__).name}: {unplaced}"
+
+
+def test_layers_import_only_downwards() -> None:
+    """Each layer imports only the layers MAY_IMPORT allows it (see DESIGN.md, "Layers")."""
+    violations = []
+    for module, path in MODULES.items():
+        layer = layer_of(module)
+        if layer is None:
+            continue  # reported by test_every_module_has_a_layer
+        for line, target in imports(module, path):
+            if target != PACKAGE and not target.startswith(PACKAGE + "."):
+                continue
+            target_layer = layer_of(target)
+            if target_layer not in MAY_IMPORT[layer]:
+                allowed = ", ".join(sorted(MAY_IMPORT[layer]))
+                violations.append(
+                    f"{where(module, line)} ({layer}) imports {target} ({target_layer}); {layer} may import: {allowed}"
+                )
+    assert not violations, "imports against the layer rules:\n" + "\n".join(violations)
+
+
+def test_restricted_third_party_imports() -> None:
+    """Optional frameworks are imported only by the integrations; the package never imports the tests."""
+    violations = []
+    for module, path in MODULES.items():
+        for line, target in imports(module, path):
+            allowed = RESTRICTED_THIRD_PARTY.get(target.partition(".")[0])
+            if allowed is not None and layer_of(module) not in allowed:
+                violations.append(f"{where(module, line)} imports {target}; only allowed in: {sorted(allowed)}")
+    assert not violations, "\n".join(violations)
