@@ -6,7 +6,7 @@ TORCH_SPEC ?= torch==2.13.0
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install demo test lint bench-encode bench-collections clean
+.PHONY: install demo test lint generate bench-encode bench-collections clean
 
 $(BIN)/sbert-qdrant: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,14 @@ test: install
 	$(BIN)/python -m pytest -q
 
 lint: install
-	$(BIN)/ruff check sbert_qdrant tests benchmarks examples
-	$(BIN)/ruff format --check sbert_qdrant tests benchmarks examples
+	$(BIN)/ruff check sbert_qdrant tests benchmarks examples tools
+	$(BIN)/ruff format --check sbert_qdrant tests benchmarks examples tools
 	$(BIN)/mypy sbert_qdrant
+	$(BIN)/python tools/unasync.py --check
+
+# The sync collection and client store are generated from their async sources: edit those, then run this.
+generate: install
+	$(BIN)/python tools/unasync.py
 
 bench-encode: install
 	$(BIN)/python benchmarks/encode.py --data ../shared/data

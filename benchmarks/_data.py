@@ -61,3 +61,19 @@ def read_quora_pairs(path: Path) -> list[dict[str, object]]:
     """Every labelled pair of the Quora pairs file."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def cpu_summary() -> str:
+    """The CPU's model and the flags that decide encoder speed (speed figures are only comparable within a run)."""
+    model, flags = "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name") and model == "unknown CPU":
+                model = line.split(":", 1)[1].strip()
+            elif line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    wanted = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile"]
+    return f"{model}, {os.cpu_count()} cores, flags: {' '.join(f for f in wanted if f in flags) or 'none of note'}"

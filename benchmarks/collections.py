@@ -20,13 +20,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _data import read_corpus, read_quora_pairs, read_quora_questions
+from _data import cpu_summary, read_corpus, read_quora_pairs, read_quora_questions
 from qdrant_client import QdrantClient, models
 from sentence_transformers import SentenceTransformer
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.records import text_id
+from sbert_qdrant.store import ClientStore, CollectionSpec, EdgeStore, VectorSpec
 
 
 def _rate(count: int, seconds: float) -> str:
@@ -145,12 +146,13 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
     with tempfile.TemporaryDirectory() as folder:
         for label, engine in (("Qdrant Edge, HNSW", {"location": folder}), ("qdrant-client local", {})):
             client = None if engine else QdrantClient(":memory:")
+            # the vectors are already made: write them through the store, as upsert_texts would
+            store = EdgeStore(folder) if client is None else ClientStore(client, close_client=False)
             coll = TextCollection("bench", encoder, client=client, **engine)  # type: ignore[arg-type]
-            coll._ensure(create=True)
             start = time.perf_counter()
+            store.create(CollectionSpec("bench", "text", VectorSpec(matrix.shape[1], "cosine")))
             for i in range(0, len(stored), 1000):
-                coll.store.upsert("bench", coll.vector_name, id_list[i : i + 1000], matrix[i : i + 1000],
-                                  payloads[i : i + 1000], True)  # fmt: skip
+                store.upsert("bench", "text", id_list[i : i + 1000], matrix[i : i + 1000], payloads[i : i + 1000], True)
             coll.optimize()
             load = time.perf_counter() - start
             found, latency = _timed_search(coll, asked, ids, 10)
@@ -159,6 +161,7 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
                 f"   (load + optimize {load:.0f} s)"
             )
             coll.close()
+            store.close()
 
 
 def duplicate_retrieval(data: Path, encoder: SentenceEncoder) -> None:
@@ -199,7 +202,7 @@ def main() -> None:
     parser.add_argument("--parts", default="1234", help="which parts to run")
     args = parser.parse_args()
     encoder = SentenceEncoder.load(device="cpu")
-    print(f"{sys.platform}, torch CPU, encoder {encoder!r}")
+    print(f"{sys.platform}, torch CPU, {cpu_summary()}\nencoder {encoder!r}")
     if "1" in args.parts:
         ingestion(args.data, args.ingest, encoder)
     if "2" in args.parts or "3" in args.parts:

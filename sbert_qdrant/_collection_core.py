@@ -24,7 +24,18 @@ from .errors import (
     InvalidInputError,
     PartialWriteError,
 )
-from .records import KEY_KEY, Hit, Key, PreparedPoint, StoredText, check_ids, check_text, point_id, split_payload, text_id
+from .records import (
+    KEY_KEY,
+    Hit,
+    Key,
+    PreparedPoint,
+    StoredText,
+    check_ids,
+    check_text,
+    point_id,
+    split_payload,
+    text_id,
+)
 from .store.base import (
     DISTANCES,
     CollectionSpec,
@@ -162,7 +173,7 @@ class CollectionCore:
         self, queries: Sequence[str], limit: int, query_filter: Any, score_threshold: float | None
     ) -> tuple[list[str], models.Filter | None]:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
-            raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}.")
+            raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
         if score_threshold is not None:
@@ -173,7 +184,7 @@ class CollectionCore:
                 raise InvalidArgumentError(
                     f"score_threshold={score_threshold!r} is outside the {self.distance} score range [{low}, {high}]."
                 )
-        texts = [check_text(q, f"queries[{i}]") for i, q in enumerate(queries)]
+        texts = [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
         return texts, engine_filter(query_filter)
 
     @staticmethod
@@ -268,8 +279,8 @@ class CollectionCore:
                     f"labelled_pairs[{i}] must be (text_a, text_b, is_duplicate), got {pair!r:.80}."
                 )
             a, b, label = pair
-            left.append(check_text(a, f"labelled_pairs[{i}][0]"))
-            right.append(check_text(b, f"labelled_pairs[{i}][1]"))
+            left.append(check_text(a, f"labelled_pairs[{i}][0]", "drop the pair"))
+            right.append(check_text(b, f"labelled_pairs[{i}][1]", "drop the pair"))
             if label not in (0, 1):  # True/False included
                 raise InvalidInputError(f"labelled_pairs[{i}] has label {label!r}; use 1/True or 0/False.")
             labels.append(int(label))
@@ -294,6 +305,7 @@ class CollectionCore:
         records: list[StoredRecord], threshold: float, top_k: int, limit: int | None, chunk_size: int
     ) -> list[DuplicatePair]:
         """The most similar pairs among stored records (read with their vectors), best first."""
+        records = [r for r in records if r.vector is not None]  # a point without our vector has nothing to compare
         if not records:
             return []
         ids, texts = [], []
@@ -301,7 +313,7 @@ class CollectionCore:
             key, text, _ = split_payload(record.id, record.payload)
             ids.append(key)
             texts.append(text)
-        vectors = np.stack([r.vector for r in records if r.vector is not None])
+        vectors = np.stack([r.vector for r in records])  # type: ignore[misc]
         pairs = mine_pairs(vectors, threshold, top_k, chunk_size)
         if limit is not None:
             pairs = pairs[:limit]

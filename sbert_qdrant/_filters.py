@@ -48,10 +48,12 @@ def _translate(query_filter: models.Filter) -> models.Filter:
 
 def _condition(condition: Any) -> Any:
     if isinstance(condition, models.HasIdCondition):
-        try:
-            ids: list[models.ExtendedPointId] = [point_id(check_id(i, "HasIdCondition.has_id")) for i in condition.has_id]
-        except InvalidInputError as exc:
-            raise InvalidArgumentError(str(exc)) from None
+        ids: list[models.ExtendedPointId] = []
+        for i, value in enumerate(condition.has_id):
+            try:
+                ids.append(point_id(check_id(value, f"HasIdCondition.has_id[{i}]")))
+            except InvalidInputError as exc:
+                raise InvalidArgumentError(str(exc)) from None
         return models.HasIdCondition(has_id=ids)
     if isinstance(condition, models.Filter):
         return _translate(condition)

@@ -21,16 +21,20 @@ async def run_blocking(fn: Callable[..., T], /, *args: Any) -> T:
 
 
 class Writer:
-    """Runs one write beside the caller's work (the next batch's encoding)."""
+    """Runs one write beside the caller's work (the next batch's encoding); leaving waits for it, even when the
+    caller was cancelled, so that no write outlives the call that started it."""
 
     async def __aenter__(self) -> Writer:
+        self._started: list[asyncio.Future[None]] = []
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        await asyncio.gather(*self._started, return_exceptions=True)
 
     def start(self, fn: Callable[..., Awaitable[None]], /, *args: Any) -> asyncio.Future[None]:
-        return asyncio.ensure_future(fn(*args))
+        handle = asyncio.ensure_future(fn(*args))
+        self._started.append(handle)
+        return handle
 
     async def wait(self, handle: asyncio.Future[None]) -> None:
         """Wait for the write; its error is raised here."""

@@ -21,7 +21,8 @@ def run_blocking(fn: Callable[..., T], /, *args: Any) -> T:
 
 
 class Writer:
-    """Runs one write in a worker thread beside the caller's work (the next batch's encoding)."""
+    """Runs one write in a worker thread beside the caller's work (the next batch's encoding); leaving waits for
+    it, so that no write outlives the call that started it."""
 
     def __enter__(self) -> Writer:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sbert-qdrant-writer")

@@ -133,6 +133,7 @@ class TextCollection:
         """Drop the collection and everything in it."""
         self._store.drop(self.collection_name)
         self._ready = False
+        self._core.calibrated = None
 
     def close(self) -> None:
         """Release the engine (an Edge folder's lock, a client this collection opened)."""
@@ -189,7 +190,7 @@ class TextCollection:
                         if todo and vectors is not None:
                             pending = (writer.start(self._write, todo, vectors, wait), [p.point_id for p in todo])
                         written_now = {p.point_id for p in todo}
-                        stored.extend(p.point_id for p in every if p.point_id not in written_now)
+                        stored.extend(p.point_id for p in points if p.point_id not in written_now)  # already there
                         result.skipped += len(every) - len(todo)
                         bar.update(len(every))
                     if pending is not None:

@@ -40,17 +40,21 @@ def check_id(value: object, where: str) -> Key:
 
 
 def point_id(key: Key) -> str:
-    """The engine's point id of an id: a UUID string as it is (canonical form), else its UUIDv5.
+    """The engine's point id of an id: a UUID in its canonical form (lower-case, hyphenated) as it is, else its UUIDv5.
 
-    ``"7"`` and ``7`` are different ids.
+    Different ids never share a point: ``"7"`` and ``7`` differ, and so do two spellings of one UUID.
     """
     check_id(key, "id")
-    if isinstance(key, str):
-        try:
-            return str(uuid.UUID(key))
-        except ValueError:
-            pass
+    if isinstance(key, str) and _is_canonical_uuid(key):
+        return key
     return str(uuid.uuid5(ID_NAMESPACE, f"{type(key).__name__}:{key}"))
+
+
+def _is_canonical_uuid(value: str) -> bool:
+    try:
+        return str(uuid.UUID(value)) == value
+    except ValueError:
+        return False
 
 
 def check_ids(ids: object, where: str = "ids") -> list[Key]:
@@ -119,12 +123,12 @@ def split_payload(point: str, payload: Mapping[str, Any] | None) -> tuple[Key, s
     return (point if key is None else key), fields.pop(TEXT_KEY, None), fields
 
 
-def check_text(text: object, where: str) -> str:
-    """A text worth storing, or an error naming it and the fix."""
+def check_text(text: object, where: str, fix: str = "drop it before upserting") -> str:
+    """A text worth storing (or searching for), or an error naming it and the fix."""
     if not isinstance(text, str):
         raise InvalidInputError(f"{where} is {type(text).__name__} ({text!r:.60}), not str; pass text.")
     if not text.strip():
-        raise InvalidInputError(f"{where} is empty or whitespace only ({text!r:.20}); drop it before upserting.")
+        raise InvalidInputError(f"{where} is empty or whitespace only ({text!r:.20}); {fix}.")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:

@@ -41,3 +41,30 @@ def test_each_flavour_refuses_the_other_flavours_client(tiny_encoder: SentenceEn
         TextCollection("faq", tiny_encoder, client=AsyncQdrantClient(":memory:"))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="use TextCollection for QdrantClient"):
         AsyncTextCollection("faq", tiny_encoder, client=QdrantClient(":memory:"))  # type: ignore[arg-type]
+
+
+def test_a_cancelled_upsert_leaves_no_write_running(tiny_encoder: SentenceEncoder) -> None:
+    async def scenario() -> None:
+        coll = AsyncTextCollection("faq", tiny_encoder, client=AsyncQdrantClient(":memory:"))
+        started, finished = [], []
+        real_upsert = coll._store.upsert
+
+        async def slow_upsert(*args: object, **kwargs: object) -> None:
+            started.append(1)
+            await asyncio.sleep(0.05)
+            await real_upsert(*args, **kwargs)  # type: ignore[arg-type]
+            finished.append(1)
+
+        coll._store.upsert = slow_upsert  # type: ignore[method-assign]
+        task = asyncio.create_task(coll.upsert_texts([f"text number {i}" for i in range(400)], batch_size=10))
+        while not started:
+            await asyncio.sleep(0.001)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert len(started) == len(finished) >= 1  # the write in flight was waited for, none started after
+        stored = await coll.count()
+        await asyncio.sleep(0.2)
+        assert await coll.count() == stored == 10 * len(finished)
+
+    asyncio.run(scenario())

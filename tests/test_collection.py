@@ -107,10 +107,11 @@ def test_your_ids_are_the_ids_everywhere(make: Engines, tiny_encoder: SentenceEn
 
 def test_a_uuid_id_is_its_own_point_id(make: Engines, tiny_encoder: SentenceEncoder) -> None:
     coll = make.open(tiny_encoder)
-    given = "6F9619FF-8B86-D011-B42D-00C04FC964FF"
-    coll.upsert_texts(QUESTIONS[:1], ids=[given])
-    (stored,) = coll.get([given.lower()])
-    assert stored.id == given and stored.point_id == given.lower()
+    given = "6f9619ff-8b86-d011-b42d-00c04fc964ff"
+    coll.upsert_texts(QUESTIONS[:2], ids=[given, given.upper()])  # two spellings: two ids, two points
+    (stored,) = coll.get([given])
+    assert stored.id == stored.point_id == given and coll.count() == 2
+    assert coll.get([given.upper()])[0].point_id == point_id(given.upper()) != given
 
 
 def test_records_stream_from_an_iterable(make: Engines, tiny_encoder: SentenceEncoder) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from sbert_qdrant import InvalidInputError, SentenceEncoder
+from sbert_qdrant import InvalidInputError, SentenceEncoder, TextCollection
 from sbert_qdrant.dedup import average_precision
 from sbert_qdrant.training import PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
 from sbert_qdrant.training.evaluation import best_thresholds
@@ -94,3 +95,19 @@ def test_retrieval_input_errors() -> None:
         RetrievalEvaluator({"q": "x"}, CORPUS, {"q": ["d9"]})
     with pytest.raises(InvalidInputError, match=r"no query has a relevant document"):
         RetrievalEvaluator({"q": "x"}, CORPUS, {"other": ["d1"]})
+
+
+def test_retrieval_through_a_real_collection_equals_the_in_memory_figures(
+    tmp_path: Path, default_encoder: SentenceEncoder, stsb_sample: tuple[list[str], list[str], list[float]]
+) -> None:
+    firsts, seconds, scores = stsb_sample
+    corpus = {f"doc-{i}": text for i, text in enumerate(dict.fromkeys(seconds))}
+    by_text = {text: key for key, text in corpus.items()}
+    pairs = [(a, b) for a, b, s in zip(firsts, seconds, scores, strict=True) if s >= 4.0][:40]
+    queries = {f"q{i}": a for i, (a, _) in enumerate(pairs)}
+    relevant = {f"q{i}": {by_text[b]} for i, (_, b) in enumerate(pairs)}
+    in_memory = RetrievalEvaluator(queries, corpus, relevant, k_values=(1, 5))(default_encoder)
+    with TextCollection("corpus", default_encoder, location=tmp_path / "qdrant") as coll:
+        coll.upsert_texts(list(corpus.values()), ids=list(corpus))
+        through = RetrievalEvaluator(queries, corpus, relevant, k_values=(1, 5), searcher=coll)(default_encoder)
+    assert 0 < in_memory["ndcg@10"] < 100 and through == pytest.approx(in_memory, abs=1e-6)

@@ -83,7 +83,7 @@ def _index(args: argparse.Namespace) -> int:
         except PartialWriteError as exc:
             print(
                 f"{path}: stopped: {len(exc.written_ids)} stored, {len(exc.unwritten_ids)} failed, later records "
-                "not read. Run the same command with --on-conflict skip to resume.",
+                "not read. Fix the cause below, then run the same command with --on-conflict skip to resume.",
                 file=sys.stderr,
             )
             raise

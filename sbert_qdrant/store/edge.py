@@ -71,6 +71,9 @@ class EdgeStore:
             return opened
         path = self._folder(name) / "shard"
         with _registry_lock:
+            opened = self._mine.get(name)  # another thread of this store may have opened it meanwhile
+            if opened is not None:
+                return opened
             opened = _open_shards.get(path)
             if opened is None:
                 try:
@@ -84,7 +87,7 @@ class EdgeStore:
                     raise StoreError(f"cannot open the Qdrant Edge collection at {path.parent}: {exc}") from exc
                 _open_shards[path] = opened
             opened.users += 1
-        self._mine[name] = opened
+            self._mine[name] = opened
         return opened
 
     def describe(self, name: str) -> dict[str, VectorSpec] | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
@@ -42,6 +42,36 @@ def retry_policy(settings: Settings) -> RetryPolicy:
     return RetryPolicy(attempts=settings.retry_attempts, max_seconds=settings.retry_max_seconds)
 
 
+def _open(
+    flavour: Literal["sync", "async"],
+    location: str | os.PathLike[str] | None,
+    url: str | None,
+    api_key: str | None,
+    client: Any,
+    settings: Settings | None,
+    retry: RetryPolicy | None,
+) -> Any:
+    """The store of one flavour ("sync" or "async") for the given engine."""
+    settings = settings or Settings()
+    client_type: Any
+    store_type: Any
+    client_type, store_type, other = (
+        (QdrantClient, ClientStore, "AsyncTextCollection for AsyncQdrantClient")
+        if flavour == "sync"
+        else (AsyncQdrantClient, AsyncClientStore, "TextCollection for QdrantClient")
+    )
+    kind, target = _choose(location, url, client, settings)
+    if kind == "client":
+        if not isinstance(target, client_type):
+            raise InvalidArgumentError(
+                f"client must be a qdrant_client.{client_type.__name__}, not {type(target).__name__} (use {other})."
+            )
+        return store_type(target, retry or retry_policy(settings), close_client=False)
+    if kind == "url":
+        return store_type(client_type(**_client_options(target, api_key, settings)), retry or retry_policy(settings))
+    return EdgeStore(target) if flavour == "sync" else ThreadedStore(EdgeStore(target))
+
+
 def open_store(
     location: str | os.PathLike[str] | None = None,
     url: str | None = None,
@@ -51,18 +81,7 @@ def open_store(
     retry: RetryPolicy | None = None,
 ) -> EdgeStore | ClientStore:
     """The store for the given engine; with none given, ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``."""
-    settings = settings or Settings()
-    kind, target = _choose(location, url, client, settings)
-    if kind == "client":
-        if not isinstance(target, QdrantClient):
-            raise InvalidArgumentError(
-                f"client must be a qdrant_client.QdrantClient, not {type(target).__name__} "
-                "(use AsyncTextCollection for AsyncQdrantClient)."
-            )
-        return ClientStore(target, retry or retry_policy(settings), close_client=False)
-    if kind == "url":
-        return ClientStore(QdrantClient(**_client_options(target, api_key, settings)), retry or retry_policy(settings))
-    return EdgeStore(target)
+    return _open("sync", location, url, api_key, client, settings, retry)
 
 
 def open_async_store(
@@ -74,16 +93,4 @@ def open_async_store(
     retry: RetryPolicy | None = None,
 ) -> AsyncClientStore | ThreadedStore:
     """``open_store`` for asyncio: an AsyncQdrantClient, or Qdrant Edge with its calls in a worker thread."""
-    settings = settings or Settings()
-    kind, target = _choose(location, url, client, settings)
-    if kind == "client":
-        if not isinstance(target, AsyncQdrantClient):
-            raise InvalidArgumentError(
-                f"client must be a qdrant_client.AsyncQdrantClient, not {type(target).__name__} "
-                "(use TextCollection for QdrantClient)."
-            )
-        return AsyncClientStore(target, retry or retry_policy(settings), close_client=False)
-    if kind == "url":
-        options = _client_options(target, api_key, settings)
-        return AsyncClientStore(AsyncQdrantClient(**options), retry or retry_policy(settings))
-    return ThreadedStore(EdgeStore(target))
+    return _open("async", location, url, api_key, client, settings, retry)

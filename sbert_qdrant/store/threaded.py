@@ -31,5 +31,10 @@ class ThreadedStore:
         self, name: str, vector_name: str, with_vectors: bool, batch_size: int
     ) -> AsyncIterator[list[StoredRecord]]:
         pages = self.store.scroll(name, vector_name, with_vectors, batch_size)
-        while (page := await asyncio.to_thread(next, pages, None)) is not None:
-            yield page
+        try:
+            while (page := await asyncio.to_thread(next, pages, None)) is not None:
+                yield page
+        finally:
+            close = getattr(pages, "close", None)  # a generator: let it release what it holds
+            if close is not None:
+                close()

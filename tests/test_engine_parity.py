@@ -1,0 +1,135 @@
+"""Every engine answers the same call the same way: each case below runs on the sync and the async collection, on
+embedded Qdrant Edge and on qdrant-client's in-memory mode, and the four outcomes (result or typed error) must agree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flavours import ENGINES, FLAVOURS, Engines
+from qdrant_client import models
+
+from sbert_qdrant import SbertQdrantError, SentenceEncoder
+from sbert_qdrant.records import text_id
+
+TEXTS = [
+    "How do I learn Python quickly?",
+    "What is the best way to learn Python fast?",
+    "Why is the sky blue?",
+    "What is the capital of France?",
+    "Which city is the capital of France?",
+]
+IDS: list[Any] = ["doc-1", "doc-2", 3, "6f9619ff-8b86-d011-b42d-00c04fc964ff", text_id(TEXTS[4])]
+TOPIC_A = models.Filter(must=[models.FieldCondition(key="topic", match=models.MatchValue(value="a"))])
+
+Case = Callable[[Any], Any]
+CASES: dict[str, Case] = {
+    "get known, unknown and repeated ids": lambda c: c.get(["doc-2", "missing", 3, "doc-2"]),
+    "get no ids": lambda c: c.get([]),
+    "get a bare str": lambda c: c.get("doc-1"),
+    "get a None id": lambda c: c.get([None]),
+    "get a float id": lambda c: c.get([1.5]),
+    "get with vectors": lambda c: [t.vector.shape for t in c.get(["doc-1"], with_vectors=True)],
+    "search": lambda c: c.search_text("learning Python", limit=3),
+    "search without payload": lambda c: c.search_text("learning Python", limit=2, with_payload=False),
+    "search many": lambda c: c.search_texts(["sky colour", "France"], limit=2),
+    "search none": lambda c: c.search_texts([]),
+    "search a Filter": lambda c: c.search_text("x", query_filter=TOPIC_A),
+    "search a dict filter": lambda c: c.search_text("x", query_filter={"must": [{"key": "n", "range": {"gte": 2}}]}),
+    "search has_id with your ids": lambda c: c.search_text(
+        "x", query_filter=models.Filter(must=[models.HasIdCondition(has_id=["doc-1", 3, "unknown"])])
+    ),
+    "search a nested has_id": lambda c: c.search_text(
+        "x", query_filter=models.Filter(should=[models.Filter(must=[models.HasIdCondition(has_id=["doc-2"])])])
+    ),
+    "search an unknown field": lambda c: c.search_text(
+        "x", query_filter=models.Filter(must=[models.FieldCondition(key="nope", match=models.MatchValue(value=1))])
+    ),
+    "search a str filter": lambda c: c.search_text("x", query_filter="topic = a"),
+    "search a broken dict filter": lambda c: c.search_text("x", query_filter={"must": [{"nonsense": 1}]}),
+    "search an empty query": lambda c: c.search_text("   "),
+    "search a None query": lambda c: c.search_text(None),
+    "search a str as queries": lambda c: c.search_texts("one query"),
+    "search limit 0": lambda c: c.search_text("x", limit=0),
+    "search limit as str": lambda c: c.search_text("x", limit="3"),
+    "search threshold out of range": lambda c: c.search_text("x", score_threshold=2.0),
+    "search threshold": lambda c: len(c.search_text("learning Python", limit=5, score_threshold=0.99)),
+    "count": lambda c: c.count(),
+    "count a Filter": lambda c: c.count(TOPIC_A),
+    "count a dict filter": lambda c: c.count({"must_not": [{"key": "topic", "match": {"value": "a"}}]}),
+    "find duplicates": lambda c: c.find_duplicates(TEXTS[4], threshold=-1.0, limit=2),
+    "find duplicates of many": lambda c: c.find_duplicates([TEXTS[0], TEXTS[2]], threshold=0.5),
+    "mine duplicates": lambda c: c.mine_duplicates(threshold=-1.0, top_k=1, limit=3),
+    "upsert a bool id": lambda c: c.upsert_texts(["x"], ids=[True]),
+    "upsert repeats an id": lambda c: c.upsert_texts(["x", "y"], ids=["doc-9", "doc-9"]),
+    "delete nothing chosen": lambda c: c.delete_texts(),
+    "delete by ids and filter": lambda c: c.delete_texts(["doc-1"], query_filter=TOPIC_A),
+    "delete unknown ids, then count": lambda c: (c.delete_texts(["missing", 99]), c.count()),
+    "delete a known id, then read it": lambda c: (c.delete_texts(["doc-2"]), c.get(["doc-2", "doc-1"])),
+    "delete by filter, then count": lambda c: (c.delete_texts(query_filter={"must": [{"has_id": [3]}]}), c.count()),
+}
+
+
+def _plain(value: Any) -> Any:
+    """An engine-neutral form of a result: scores rounded, dataclasses as tuples."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        fields = {k: _plain(getattr(value, k)) for k in value.__dataclass_fields__ if k != "vector"}
+        return tuple(sorted(fields.items()))
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _outcome(collection: Any, case: Case) -> Any:
+    try:
+        return ("result", _plain(case(collection)))
+    except SbertQdrantError as exc:
+        return ("error", type(exc).__name__, str(exc))
+    except Exception as exc:  # noqa: BLE001  (anything else is a bug: show it in the comparison)
+        return ("untyped error", type(exc).__name__, str(exc))
+
+
+@pytest.fixture
+def everywhere(tmp_path: Path, tiny_encoder: SentenceEncoder) -> Iterator[dict[str, Callable[[], Any]]]:
+    """A fresh collection per (flavour, engine), each holding the same records, opened on demand."""
+    opened: list[Engines] = []
+
+    def fresh(flavour: str, engine: str) -> Callable[[], Any]:
+        def open_one() -> Any:
+            engines = Engines(flavour, engine, tmp_path / f"{flavour}-{engine}-{len(opened)}")
+            opened.append(engines)
+            coll = engines.open(tiny_encoder)
+            payloads = [{"topic": "a" if i < 2 else "b", "n": i} for i in range(len(TEXTS))]
+            coll.upsert_texts(TEXTS, ids=IDS, payloads=payloads)
+            return coll
+
+        return open_one
+
+    yield {f"{f}-{e}": fresh(f, e) for f in FLAVOURS for e in ENGINES}
+    for engines in opened:
+        engines.close()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_engine_answers_alike(case: str, everywhere: dict[str, Callable[[], Any]]) -> None:
+    outcomes = {where: _outcome(open_one(), CASES[case]) for where, open_one in everywhere.items()}
+    reference = outcomes["sync-edge"]
+    assert reference[0] != "untyped error", reference
+    assert all(outcome == reference for outcome in outcomes.values()), outcomes
+
+
+def test_reading_a_missing_collection_fails_alike(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    outcomes = {}
+    for flavour in FLAVOURS:
+        for engine in ENGINES:
+            engines = Engines(flavour, engine, tmp_path / f"{flavour}-{engine}")
+            coll = engines.open(tiny_encoder, name="missing")
+            outcomes[flavour, engine] = [_outcome(coll, read) for read in (CASES["get no ids"], CASES["count"])]
+            engines.close()
+    assert len({repr(o) for o in outcomes.values()}) == 1 and next(iter(outcomes.values()))[0][0] == "error"
