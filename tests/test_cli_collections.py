@@ -60,6 +60,10 @@ def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.Captur
     assert "cannot tell the format" in (err := capsys.readouterr().err) and "--format" in err
     assert main(["index", str(tmp_path / "missing.tsv"), *_engine(tmp_path)]) == 2
     assert "missing.tsv does not exist" in capsys.readouterr().err
+    floats = tmp_path / "float_ids.jsonl"
+    floats.write_text('{"text": "fine", "qid": 1.5}\n', encoding="utf-8")
+    assert main(["index", str(floats), "--id-field", "qid", *_engine(tmp_path)]) == 2
+    assert f"{floats}:1: the id 1.5 in field 'qid' is a float" in capsys.readouterr().err
     assert main(["search", "x", *_engine(tmp_path)]) == 2  # nothing was written by the failed runs
     assert "does not exist yet" in capsys.readouterr().err
 

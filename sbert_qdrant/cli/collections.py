@@ -54,6 +54,11 @@ def _records(
             key = row.get(id_field)
             if key is None or key == "":
                 raise DataFormatError(f"{path}:{number}: no id in field {id_field!r}; fix the row or pass --id-field.")
+            if isinstance(key, bool) or not isinstance(key, (str, int)):
+                raise DataFormatError(
+                    f"{path}:{number}: the id {key!r} in field {id_field!r} is a {type(key).__name__}; ids are str "
+                    'or int (CSV/TSV ids are always str, so JSONL ids 7 and "7" are different records).'
+                )
         names = payload_fields if payload_fields is not None else [k for k in row if k not in (text_field, id_field)]
         yield TextRecord(text, {name: row.get(name) for name in names}, key)
 
