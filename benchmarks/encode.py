@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _data import read_quora_questions, read_stsb, sts_spearman
+from _data import cpu_summary, read_quora_questions, read_stsb, sts_spearman
 from sentence_transformers import SentenceTransformer
 
 from sbert_qdrant import SentenceEncoder
@@ -75,7 +75,7 @@ def main() -> None:
 
     print(
         f"device={device} torch={torch.__version__} threads={torch.get_num_threads()} batch={batch} "
-        f"sentences={len(texts)} rounds={args.rounds}"
+        f"sentences={len(texts)} rounds={args.rounds}\n{cpu_summary()}"
     )
     for run in runners.values():  # warm-up
         run(texts[:256])
