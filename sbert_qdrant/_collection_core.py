@@ -296,9 +296,8 @@ class CollectionCore:
     @staticmethod
     def without_self(texts: list[str], found: list[list[Hit]], limit: int) -> list[list[Hit]]:
         """Leave out the record stored from the very same text without an id of its own."""
-        return [
-            [h for h in hits if h.point_id != text_id(text)][:limit] for text, hits in zip(texts, found, strict=True)
-        ]
+        own = [text_id(text) for text in texts]
+        return [[h for h in hits if h.point_id != point][:limit] for point, hits in zip(own, found, strict=True)]
 
     @staticmethod
     def pairs_from(

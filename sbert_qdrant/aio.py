@@ -15,6 +15,7 @@ from qdrant_client import AsyncQdrantClient, models
 from tqdm.auto import tqdm
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict
+from ._filters import engine_filter
 from ._runtime_async import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
 from .encoder import SentenceEncoder
@@ -213,17 +214,17 @@ class AsyncTextCollection:
         self, ids: Sequence[Key] | None = None, *, query_filter: models.Filter | None = None, wait: bool = True
     ) -> None:
         """Delete by id (as ``upsert_texts`` returned them; unknown ones are ignored) or by a filter."""
-        point_ids, engine_filter = self._core.delete_selector(ids, query_filter)
+        point_ids, selected = self._core.delete_selector(ids, query_filter)
         await self._ensure(create=False)
-        await self._store.delete(self.collection_name, point_ids, engine_filter, wait)
+        await self._store.delete(self.collection_name, point_ids, selected, wait)
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
     async def count(self, query_filter: models.Filter | None = None) -> int:
         """Stored texts, all or those matching the filter."""
-        engine_filter = self._core.check_search_args([], 1, query_filter, None)[1]
+        selected = engine_filter(query_filter)
         await self._ensure(create=False)
-        return await self._store.count(self.collection_name, engine_filter)
+        return await self._store.count(self.collection_name, selected)
 
     async def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
         """Stored texts by id, in the order asked; unknown ids are left out."""
@@ -253,7 +254,7 @@ class AsyncTextCollection:
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query."""
         core = self._core
-        texts, engine_filter = core.check_search_args(queries, limit, query_filter, score_threshold)
+        texts, selected = core.check_search_args(queries, limit, query_filter, score_threshold)
         await self._ensure(create=False)
         if not texts:
             return []
@@ -263,7 +264,7 @@ class AsyncTextCollection:
             core.vector_name,
             vectors,
             limit,
-            engine_filter,
+            selected,
             score_threshold,
             core.payload_selector(with_payload),
         )

@@ -2,8 +2,9 @@
 
 An id is the caller's: the one passed to ``upsert_texts`` (any str or int), or, when none was given, the id derived
 from the text (``text_id``: a UUIDv5 string), so that upserting the same record twice writes the same point. The
-engine's point id is ``point_id(id)``: a UUID string as it is, anything else its UUIDv5. A point's payload holds the
-text under ``"text"``, the caller's id (when one was given) under ``"key"``, and the caller's fields beside them.
+engine's point id is ``point_id(id)``: a UUID in canonical form as it is, anything else its UUIDv5. A point's
+payload holds the text under ``"text"``, the caller's id (when one was given) under ``"key"``, and the caller's
+fields beside them.
 """
 
 from __future__ import annotations
