@@ -8,6 +8,7 @@ from .dedup import Calibration
 from .encoder import (
     DEFAULT_MODEL,
     AttentionPooling,
+    Bm25,
     Dense,
     Normalize,
     Pooling,
@@ -28,6 +29,7 @@ from .errors import (
     StoreError,
     StoreInUseError,
     StoreUnavailableError,
+    UnsupportedError,
 )
 from .records import Hit, StoredText, TextRecord, UpsertResult
 from .settings import Settings
@@ -39,6 +41,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "AsyncTextCollection",
     "AttentionPooling",
+    "Bm25",
     "Calibration",
     "CollectionMismatchError",
     "CollectionNotFoundError",
@@ -64,6 +67,7 @@ __all__ = [
     "TextCollection",
     "TextRecord",
     "Transformer",
+    "UnsupportedError",
     "UpsertResult",
     "WeightedLayerPooling",
     "__version__",

@@ -5,6 +5,7 @@ Held by each collection as a private object (composition): nothing here is publi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -16,7 +17,7 @@ from qdrant_client import models
 
 from ._filters import engine_filter
 from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration, mine_pairs
-from .encoder import SentenceEncoder
+from .encoder import Bm25, SentenceEncoder
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
@@ -39,9 +40,16 @@ from .records import (
 from .store.base import (
     DISTANCES,
     CollectionSpec,
+    Diversified,
+    ExistingCollection,
+    Fused,
+    Fusion,
+    Nearest,
     PayloadSelector,
+    PointVectors,
     Quantization,
     ScoredRecord,
+    SearchQuery,
     StoredRecord,
     VectorSpec,
 )
@@ -49,8 +57,28 @@ from .store.base import (
 logger = logging.getLogger("sbert_qdrant.collection")
 
 OnConflict = Literal["overwrite", "skip"]
+SearchMode = Literal["dense", "sparse", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
+FUSIONS: tuple[Fusion, ...] = ("rrf", "dbsf")
+SPARSE_NAME = "bm25"
+#: Reciprocal rank fusion's k: Qdrant's default, and the best of 2, 10 and 60 on BEIR SciFact's train split.
+RRF_K = 2
+#: Candidates each source of a hybrid search (and MMR) draws at least, whatever the limit.
+MIN_CANDIDATES = 100
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
 _METADATA_KEY = "sbert_qdrant"
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How to turn query texts into engine searches; ``symmetric`` encodes them as stored texts (duplicates)."""
+
+    mode: SearchMode = "dense"
+    fusion: Fusion = "rrf"
+    weights: tuple[float, float] | None = None
+    diversity: float | None = None
+    candidates: int = MIN_CANDIDATES
+    symmetric: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +111,7 @@ class CollectionCore:
         recreate: bool,
         encode_batch_size: int,
         show_progress_bar: bool | None,
+        sparse: Bm25 | Literal["bm25"] | None = "bm25",
     ) -> None:
         if not isinstance(collection_name, str) or not _NAME.fullmatch(collection_name):
             raise InvalidArgumentError(
@@ -97,6 +126,10 @@ class CollectionCore:
             raise InvalidArgumentError(f"quantization={quantization!r} must be None, 'int8' or 'binary'.")
         if isinstance(encode_batch_size, bool) or not isinstance(encode_batch_size, int) or encode_batch_size < 1:
             raise InvalidArgumentError(f"encode_batch_size={encode_batch_size!r} must be a positive integer.")
+        if not (sparse is None or sparse == "bm25" or isinstance(sparse, Bm25)):
+            raise InvalidArgumentError(f"sparse={sparse!r} must be 'bm25', a Bm25(...) configuration, or None.")
+        if sparse is not None and vector_name == SPARSE_NAME:
+            raise InvalidArgumentError(f"vector_name={vector_name!r} is the sparse vector's name; choose another.")
         self.collection_name = collection_name
         self.encoder = encoder
         self.vector_name = vector_name
@@ -111,17 +144,26 @@ class CollectionCore:
         self.encode_batch_size = encode_batch_size
         self.show_progress_bar = show_progress_bar
         self.calibrated: float | None = None
+        #: BM25 for a collection this creates; ``bm25_explicit``: the caller chose the settings.
+        self.bm25: Bm25 | None = Bm25() if sparse == "bm25" else sparse
+        self.bm25_explicit = isinstance(sparse, Bm25)
+        #: BM25 of the collection as it is (None until checked or created, and for a dense-only collection).
+        self.active_bm25: Bm25 | None = None
 
     def describe(self, flavour: str, store: object) -> str:
         """The collection's repr."""
         return (
             f"{flavour}({self.collection_name!r}, dimension={self.encoder.dimension}, "
-            f"distance={self.distance!r}, store={type(store).__name__})"
+            f"distance={self.distance!r}, sparse={SPARSE_NAME if self.bm25 else None!r}, "
+            f"store={type(store).__name__})"
         )
 
     # -- the collection's shape ------------------------------------------------------------------------------------
 
     def spec(self) -> CollectionSpec:
+        ours: dict[str, Any] = {"dimension": self.encoder.dimension, "normalized": self.encoder.normalizes}
+        if self.bm25 is not None:
+            ours["bm25"] = self.bm25.to_dict()
         return CollectionSpec(
             name=self.collection_name,
             vector_name=self.vector_name,
@@ -131,8 +173,13 @@ class CollectionCore:
             quantization=self.quantization,
             shard_number=self.shard_number,
             replication_factor=self.replication_factor,
-            metadata={_METADATA_KEY: {"dimension": self.encoder.dimension, "normalized": self.encoder.normalizes}},
+            sparse_name=SPARSE_NAME if self.bm25 else None,
+            metadata={_METADATA_KEY: ours},
         )
+
+    def created(self) -> None:
+        """The collection was created from ``spec()``."""
+        self.active_bm25 = self.bm25
 
     def require_creatable(self, create: bool) -> None:
         if not create:
@@ -140,13 +187,14 @@ class CollectionCore:
                 f"collection {self.collection_name!r} does not exist yet; upsert_texts() creates it."
             )
 
-    def check_existing(self, existing: dict[str, VectorSpec]) -> None:
-        """Refuse an existing collection whose vectors do not fit this encoder (never recreate it silently)."""
+    def check_existing(self, existing: ExistingCollection) -> None:
+        """Refuse an existing collection whose vectors do not fit this encoder (never recreate it silently); take
+        its BM25 settings when sbert-qdrant wrote a sparse vector into it."""
         name = self.collection_name
-        found = existing.get(self.vector_name)
+        found = existing.vectors.get(self.vector_name)
         if found is None:
             raise CollectionMismatchError(
-                f"collection {name!r} has no vector named {self.vector_name!r} (it has {sorted(existing)}); "
+                f"collection {name!r} has no vector named {self.vector_name!r} (it has {sorted(existing.vectors)}); "
                 f"pass vector_name= one of those, or recreate=True to replace the collection."
             )
         wanted = VectorSpec(self.encoder.dimension, self.distance)
@@ -156,6 +204,17 @@ class CollectionCore:
                 f"but this encoder makes {wanted.size}-dim {wanted.distance} ones; use the model the collection "
                 "was built with, another collection_name, or recreate=True to replace it (deletes its points)."
             )
+        stored = (existing.metadata.get(_METADATA_KEY) or {}).get("bm25")
+        if SPARSE_NAME not in existing.sparse_vectors or stored is None:
+            return  # dense only: searches in sparse or hybrid mode say how to add BM25
+        active = Bm25.from_dict(stored)
+        if self.bm25_explicit and self.bm25 != active:
+            raise CollectionMismatchError(
+                f"collection {name!r} was indexed with {active!r}, not {self.bm25!r}; queries must be tokenized "
+                "like the stored texts: leave sparse= at its default to use the collection's settings, or re-index "
+                "into another collection_name."
+            )
+        self.active_bm25 = active
 
     # -- argument checks -------------------------------------------------------------------------------------------
 
@@ -170,13 +229,20 @@ class CollectionCore:
         return batch_size
 
     def check_search_args(
-        self, queries: Sequence[str], limit: int, query_filter: Any, score_threshold: float | None
+        self,
+        queries: Sequence[str],
+        limit: int,
+        query_filter: Any,
+        score_threshold: float | None,
+        plan: SearchPlan = SearchPlan(),
     ) -> tuple[list[str], models.Filter | None]:
         if isinstance(queries, str) or not isinstance(queries, Sequence):
             raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
-        if score_threshold is not None:
+        _check_limit(limit)
+        if score_threshold is not None and plan.mode != "dense":
+            if not isinstance(score_threshold, (int, float)) or not np.isfinite(score_threshold):
+                raise InvalidArgumentError(f"score_threshold={score_threshold!r} must be a finite number.")
+        elif score_threshold is not None:
             low, high = {"cosine": (-1.0, 1.0), "euclid": (0.0, np.inf), "manhattan": (0.0, np.inf)}.get(
                 self.distance, (-np.inf, np.inf)
             )
@@ -186,6 +252,86 @@ class CollectionCore:
                 )
         texts = [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
         return texts, engine_filter(query_filter)
+
+    @staticmethod
+    def search_plan(
+        mode: str,
+        fusion: str,
+        weights: Sequence[float] | None,
+        diversity: float | None,
+        candidates: int | None,
+        limit: int,
+    ) -> SearchPlan:
+        """Check the search mode arguments (before anything is encoded or asked)."""
+        _check_limit(limit)
+        if mode not in SEARCH_MODES:
+            raise InvalidArgumentError(f"mode={mode!r} must be one of {SEARCH_MODES}.")
+        if fusion not in FUSIONS:
+            raise InvalidArgumentError(f"fusion={fusion!r} must be one of {FUSIONS}.")
+        pair: tuple[float, float] | None = None
+        if weights is not None:
+            if mode != "hybrid" or fusion != "rrf":
+                raise InvalidArgumentError(
+                    f"weights={weights!r} apply to mode='hybrid' with fusion='rrf' only (got mode={mode!r}, "
+                    f"fusion={fusion!r}); drop weights= or use those."
+                )
+            values = list(weights) if isinstance(weights, Sequence) and not isinstance(weights, str) else []
+            if (
+                len(values) != 2
+                or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in values)
+                or not all(np.isfinite(w) and w >= 0 for w in values)
+                or sum(values) <= 0
+            ):
+                raise InvalidArgumentError(
+                    f"weights={weights!r} must be two non-negative numbers (dense, sparse), not both 0, "
+                    "e.g. (1.0, 2.0)."
+                )
+            pair = (float(values[0]), float(values[1]))
+        if diversity is not None and (
+            isinstance(diversity, bool) or not isinstance(diversity, (int, float)) or not 0.0 <= diversity <= 1.0
+        ):
+            raise InvalidArgumentError(
+                f"diversity={diversity!r} must be between 0 (relevance only) and 1 (diversity only), or None."
+            )
+        if candidates is None:
+            candidates = max(limit, MIN_CANDIDATES)
+        elif isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < limit:
+            raise InvalidArgumentError(f"candidates={candidates!r} must be an integer >= limit ({limit}).")
+        return SearchPlan(mode, fusion, pair, None if diversity is None else float(diversity), candidates)
+
+    def require_sparse(self, plan: SearchPlan) -> None:
+        """Refuse a sparse or hybrid search of a collection without BM25 vectors, naming the fix."""
+        if plan.mode != "dense" and self.active_bm25 is None:
+            raise CollectionMismatchError(
+                f"collection {self.collection_name!r} has no BM25 vectors written by sbert-qdrant, so "
+                f"mode={plan.mode!r} cannot search it: use mode='dense', or re-index its texts into a new collection "
+                "(TextCollection(new_name, sparse='bm25').upsert_texts(...)); an existing collection is never "
+                "recreated silently."
+            )
+
+    def search_queries(self, texts: list[str], plan: SearchPlan) -> list[SearchQuery]:
+        """Encode query texts and build one engine search each (blocking: run off the event loop)."""
+        self.require_sparse(plan)
+        dense: list[list[float]] = []
+        if plan.mode != "sparse" or plan.diversity is not None:
+            dense = (self.encode_documents(texts) if plan.symmetric else self.encode_queries(texts)).tolist()
+        lexical = [self.active_bm25.embed_query(t) for t in texts] if self.active_bm25 and plan.mode != "dense" else []
+        searches: list[SearchQuery] = []
+        for i in range(len(texts)):
+            base: Nearest | Fused
+            if plan.mode == "dense":
+                base = Nearest(self.vector_name, dense[i])
+            elif plan.mode == "sparse":
+                base = Nearest(SPARSE_NAME, lexical[i])
+            else:
+                sources = (Nearest(self.vector_name, dense[i]), Nearest(SPARSE_NAME, lexical[i]))
+                base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
+            if plan.diversity is None:
+                searches.append(base)
+            else:
+                source = None if plan.mode == "dense" else base
+                searches.append(Diversified(self.vector_name, dense[i], plan.diversity, plan.candidates, source))
+        return searches
 
     @staticmethod
     def delete_selector(ids: Sequence[Key] | None, query_filter: Any) -> tuple[list[str] | None, models.Filter | None]:
@@ -213,13 +359,30 @@ class CollectionCore:
             show = self.show_progress_bar
         return logger.isEnabledFor(logging.INFO) if show is None else show
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(self.encoder.encode(texts, batch_size=self.encode_batch_size, show_progress_bar=False))
+    def encode_documents(self, texts: list[str]) -> np.ndarray:
+        """Dense vectors of texts as stored (the model's document prompt, if it has one)."""
+        return np.asarray(
+            self.encoder.encode_document(texts, batch_size=self.encode_batch_size, show_progress_bar=False)
+        )
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """Dense vectors of search queries (the model's query prompt, if it has one)."""
+        return np.asarray(self.encoder.encode_query(texts, batch_size=self.encode_batch_size, show_progress_bar=False))
+
+    def embed_documents(self, texts: list[str]) -> PointVectors:
+        """Everything stored for texts: the dense vectors and, in a collection with BM25, the term weights."""
+        dense = self.encode_documents(texts)
+        if self.active_bm25 is None:
+            return PointVectors(self.vector_name, dense)
+        return PointVectors(self.vector_name, dense, SPARSE_NAME, self.active_bm25.embed_documents(texts))
 
     @staticmethod
     def hits(rows: list[ScoredRecord]) -> list[Hit]:
+        """Hits in the engine's order; points with equal scores (common after rank fusion) in point-id order, which
+        engines do not fix."""
         out = []
-        for row in rows:
+        ordered = [row for _, tied in itertools.groupby(rows, key=lambda r: r.score) for row in sorted(tied, key=_id)]
+        for row in ordered:
             key, text, fields = split_payload(row.id, row.payload)
             out.append(Hit(key, row.score, text, fields, row.id))
         return out
@@ -287,8 +450,8 @@ class CollectionCore:
         return left, right, labels
 
     def pair_scores(self, left: list[str], right: list[str]) -> np.ndarray:
-        a = self.encode(left)
-        b = self.encode(right)
+        a = self.encode_documents(left)
+        b = self.encode_documents(right)
         a /= np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
         b /= np.maximum(np.linalg.norm(b, axis=1, keepdims=True), 1e-12)
         return (a * b).sum(axis=1)
@@ -317,3 +480,12 @@ class CollectionCore:
         if limit is not None:
             pairs = pairs[:limit]
         return [DuplicatePair(score, ids[i], texts[i], ids[j], texts[j]) for i, j, score in pairs]
+
+
+def _id(row: ScoredRecord) -> str:
+    return row.id
+
+
+def _check_limit(limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")

@@ -8,22 +8,21 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
-import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 from tqdm.auto import tqdm
 
-from ._collection_core import CollectionCore, DuplicatePair, OnConflict
+from ._collection_core import CollectionCore, DuplicatePair, OnConflict, SearchMode, SearchPlan
 from ._filters import engine_filter
 from ._runtime_async import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
-from .encoder import SentenceEncoder
+from .encoder import Bm25, SentenceEncoder
 from .records import Hit, Key, PreparedPoint, StoredText, UpsertResult, prepared_chunks
 from .settings import Settings
 from .store import RetryPolicy
 from .store.async_protocol import AsyncVectorStore
-from .store.base import Distance, Quantization, StoredRecord
+from .store.base import Distance, Fusion, PointVectors, Quantization, StoredRecord
 from .store.factory import open_async_store
 
 __all__ = ["AsyncTextCollection", "DuplicatePair"]
@@ -35,8 +34,10 @@ class AsyncTextCollection:
     Engine: ``location=`` (embedded Qdrant Edge on disk), ``url=``/``api_key=`` (a Qdrant server or Qdrant Cloud),
     or ``client=`` (an AsyncQdrantClient, ``":memory:"`` included). With none, ``QDRANT_URL`` if set, else
     ``SBERT_QDRANT_LOCATION`` (default ``./sbert_qdrant_data``). The collection is created on the first write with
-    the encoder's size and cosine distance; an existing one is checked, never recreated unless ``recreate=True``.
-    Ids are yours (any str or int given to ``upsert_texts``, else the id derived from the text) everywhere.
+    the encoder's size and cosine distance and, unless ``sparse=None``, a BM25 sparse vector (``sparse="bm25"`` or
+    your ``Bm25(...)`` settings) for ``mode="sparse"``/``"hybrid"`` searches; an existing one is checked and used as
+    it is, never recreated unless ``recreate=True``. Ids are yours (any str or int given to ``upsert_texts``, else
+    the id derived from the text) everywhere.
     """
 
     def __init__(
@@ -49,6 +50,7 @@ class AsyncTextCollection:
         api_key: str | None = None,
         client: AsyncQdrantClient | None = None,
         vector_name: str = "text",
+        sparse: Bm25 | Literal["bm25"] | None = "bm25",
         distance: Distance = "cosine",
         on_disk: bool = False,
         hnsw: models.HnswConfigDiff | None = None,
@@ -77,6 +79,7 @@ class AsyncTextCollection:
             recreate=recreate,
             encode_batch_size=encode_batch_size,
             show_progress_bar=show_progress_bar,
+            sparse=sparse,
         )
         self._store: AsyncVectorStore = open_async_store(location, url, api_key, client, settings, retry)
         self._ready = False
@@ -108,6 +111,7 @@ class AsyncTextCollection:
             if existing is None:
                 core.require_creatable(create)
                 await self._store.create(core.spec())
+                core.created()
                 for field_name, schema in core.payload_indexes.items():
                     await self._store.create_payload_index(core.collection_name, field_name, schema)
             else:
@@ -182,7 +186,7 @@ class AsyncTextCollection:
                         result.extend(p.id for p in every)
                         seen.extend(every)
                         todo = await self._to_write(points, on_conflict)
-                        vectors = await run_blocking(core.encode, [p.text for p in todo]) if todo else None
+                        vectors = await run_blocking(core.embed_documents, [p.text for p in todo]) if todo else None
                         if pending is not None:
                             await _land(writer, pending, result, stored)
                             pending = None
@@ -206,9 +210,9 @@ class AsyncTextCollection:
         stored = await self._store.existing_ids(self.collection_name, [p.point_id for p in points])
         return [p for p in points if p.point_id not in stored]
 
-    async def _write(self, points: list[PreparedPoint], vectors: np.ndarray, wait: bool) -> None:
+    async def _write(self, points: list[PreparedPoint], vectors: PointVectors, wait: bool) -> None:
         ids, payloads = [p.point_id for p in points], [p.payload for p in points]
-        await self._store.upsert(self.collection_name, self._core.vector_name, ids, vectors, payloads, wait)
+        await self._store.upsert(self.collection_name, ids, vectors, payloads, wait)
 
     async def delete_texts(
         self, ids: Sequence[Key] | None = None, *, query_filter: models.Filter | None = None, wait: bool = True
@@ -240,9 +244,33 @@ class AsyncTextCollection:
         query_filter: models.Filter | None = None,
         score_threshold: float | None = None,
         with_payload: bool = True,
+        *,
+        mode: SearchMode = "dense",
+        fusion: Fusion = "rrf",
+        weights: Sequence[float] | None = None,
+        diversity: float | None = None,
+        candidates: int | None = None,
     ) -> list[Hit]:
-        """The ``limit`` stored texts nearest to ``query``, best first."""
-        return (await self.search_texts([query], limit, query_filter, score_threshold, with_payload))[0]
+        """The ``limit`` stored texts best matching ``query``, best first.
+
+        mode: ``"dense"`` (cosine of the SBERT vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both, fused by the
+        engine with ``fusion="rrf"`` — reciprocal rank, ``weights=(dense, sparse)`` — or ``"dbsf"``); the score is
+        the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by maximal marginal relevance (dense vectors).
+        candidates: hits each stage draws (default ``max(limit, 100)``).
+        """
+        found = await self.search_texts(
+            [query],
+            limit,
+            query_filter,
+            score_threshold,
+            with_payload,
+            mode=mode,
+            fusion=fusion,
+            weights=weights,
+            diversity=diversity,
+            candidates=candidates,
+        )
+        return found[0]
 
     async def search_texts(
         self,
@@ -251,22 +279,34 @@ class AsyncTextCollection:
         query_filter: models.Filter | None = None,
         score_threshold: float | None = None,
         with_payload: bool = True,
+        *,
+        mode: SearchMode = "dense",
+        fusion: Fusion = "rrf",
+        weights: Sequence[float] | None = None,
+        diversity: float | None = None,
+        candidates: int | None = None,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query."""
+        plan = self._core.search_plan(mode, fusion, weights, diversity, candidates, limit)
+        return await self._search(queries, limit, query_filter, score_threshold, with_payload, plan)
+
+    async def _search(
+        self,
+        queries: Sequence[str],
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+        plan: SearchPlan,
+    ) -> list[list[Hit]]:
         core = self._core
-        texts, selected = core.check_search_args(queries, limit, query_filter, score_threshold)
+        texts, selected = core.check_search_args(queries, limit, query_filter, score_threshold, plan)
         await self._ensure(create=False)
         if not texts:
             return []
-        vectors = await run_blocking(core.encode, texts)
+        searches = await run_blocking(core.search_queries, texts, plan)
         found = await self._store.query(
-            self.collection_name,
-            core.vector_name,
-            vectors,
-            limit,
-            selected,
-            score_threshold,
-            core.payload_selector(with_payload),
+            self.collection_name, searches, limit, selected, score_threshold, core.payload_selector(with_payload)
         )
         return [core.hits(rows) for rows in found]
 
@@ -286,7 +326,8 @@ class AsyncTextCollection:
         The record stored from the very same text (without an id of its own) is not its own duplicate.
         """
         texts: list[str] = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
-        found = await self.search_texts(texts, limit + 1, score_threshold=await self._threshold(threshold))
+        cut = await self._threshold(threshold)
+        found = await self._search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
         results = self._core.without_self(texts, found, limit)
         return results[0] if isinstance(text_or_texts, str) else results
 

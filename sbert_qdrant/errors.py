@@ -13,6 +13,7 @@ SbertQdrantError
     ├── CollectionNotFoundError (also LookupError) reading a collection that does not exist
     ├── StoreInUseError    an embedded (Edge) collection folder already opened by another process
     ├── StoreUnavailableError   transient faults outlasted the retry budget
+    ├── UnsupportedError   this engine cannot run the query asked (says which engine can)
     └── PartialWriteError  some batches of an upsert were written and some were not (ids of both)
 ```
 Every message names the offending value and says how to fix it.
@@ -66,6 +67,11 @@ class StoreInUseError(StoreError):
 
 class StoreUnavailableError(StoreError):
     """Transient faults (connection errors, timeouts, 429, 5xx) lasted past the retry budget."""
+
+
+class UnsupportedError(StoreError):
+    """The engine cannot run what was asked (e.g. local mode's MMR over hybrid results); the message names one that
+    can."""
 
 
 class PartialWriteError(StoreError):

@@ -58,8 +58,10 @@ def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
     coll = make.open(tiny_encoder)
     coll.upsert_texts(QUESTIONS[:4], payloads=[{"v": 1}] * 4)
     encoded: list[str] = []
-    original = tiny_encoder.encode
-    monkeypatch.setattr(tiny_encoder, "encode", lambda texts, **kw: (encoded.extend(texts), original(texts, **kw))[1])
+    original = tiny_encoder.encode_document
+    monkeypatch.setattr(
+        tiny_encoder, "encode_document", lambda texts, **kw: (encoded.extend(texts), original(texts, **kw))[1]
+    )
     result = coll.upsert_texts(QUESTIONS, payloads=[{"v": 2}] * 6, on_conflict="skip")
     assert (result.written, result.skipped) == (2, 4) and encoded == QUESTIONS[4:]
     assert [t.payload["v"] for t in coll.get(result)] == [1, 1, 1, 1, 2, 2]
@@ -74,9 +76,9 @@ def test_default_batch_follows_the_engine(
     writes: list[int] = []
     original = coll._store.upsert
 
-    def counting(name: str, vector_name: str, ids: list[str], *rest: object) -> object:
+    def counting(name: str, ids: list[str], *rest: object) -> object:
         writes.append(len(ids))
-        return original(name, vector_name, ids, *rest)  # the sync result, or the coroutine to await
+        return original(name, ids, *rest)  # the sync result, or the coroutine to await
 
     monkeypatch.setattr(coll._store, "upsert", counting)
     coll.upsert_texts([f"question number {i}" for i in range(2500)])

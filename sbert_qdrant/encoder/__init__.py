@@ -1,4 +1,4 @@
-"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]."""
+"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; BM25 sparse term weights."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from .layers import Dense, Normalize
 from .loading import DEFAULT_MODEL, resolve_model_folder
 from .pooling import POOLING_MODES, AttentionPooling, Pooling, WeightedLayerPooling
 from .runtime import PRECISIONS, Precision
+from .sparse import Bm25
 from .transformer import Transformer
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "POOLING_MODES",
     "PRECISIONS",
     "AttentionPooling",
+    "Bm25",
     "Dense",
     "Normalize",
     "Pooling",

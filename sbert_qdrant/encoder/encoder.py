@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -16,26 +16,40 @@ from tqdm.auto import tqdm
 from ..errors import InvalidArgumentError, InvalidInputError
 from .base import EncoderModule, Features
 from .layers import Dense, Normalize, l2_normalize
-from .loading import load_modules, resolve_model_folder, save_modules
+from .loading import load_modules, read_model_config, resolve_model_folder, save_modules, write_model_config
 from .pooling import AttentionPooling, Pooling
 from .runtime import Precision, apply_precision, check_precision, length_sorted_batches, resolve_device
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
 
+#: Prompt names ``encode_document`` looks for, in sentence-transformers' order.
+_DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+
 
 class SentenceEncoder(nn.Module):
-    """A Sentence-BERT encoder: one vector per text, comparable by cosine."""
+    """A Sentence-BERT encoder: one vector per text, comparable by cosine.
+
+    prompts: prompt name -> text put in front of every text encoded with that name (e.g. ``{"query": "query: "}``).
+    default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
+    """
 
     def __init__(
         self,
         modules: Sequence[EncoderModule],
         device: str | torch.device | None = None,
         precision: Precision = "fp32",
+        *,
+        prompts: Mapping[str, str] | None = None,
+        default_prompt_name: str | None = None,
     ) -> None:
         super().__init__()
         if not modules or not isinstance(modules[0], Transformer):
             raise InvalidArgumentError("an encoder's first module must be a Transformer.")
+        self.prompts = _checked_prompts(prompts, default_prompt_name)
+        self.default_prompt_name = default_prompt_name
+        #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
+        self._model_config: dict[str, Any] = {}
         target = resolve_device(device)
         check_precision(precision, target)
         self.pipeline = nn.ModuleList(modules)
@@ -59,8 +73,14 @@ class SentenceEncoder(nn.Module):
     ) -> SentenceEncoder:
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
         check_precision(precision, resolve_device(device))
-        modules = load_modules(resolve_model_folder(model), trust_remote_code=trust_remote_code)
-        encoder = cls(modules, device=device, precision=precision)
+        folder = resolve_model_folder(model)
+        modules = load_modules(folder, trust_remote_code=trust_remote_code)
+        config = read_model_config(folder)
+        prompts, default_prompt_name = config.pop("prompts", {}), config.pop("default_prompt_name", None)
+        encoder = cls(
+            modules, device=device, precision=precision, prompts=prompts, default_prompt_name=default_prompt_name
+        )
+        encoder._model_config = config
         if max_seq_length is not None:
             encoder.max_seq_length = max_seq_length
         return encoder
@@ -109,11 +129,15 @@ class SentenceEncoder(nn.Module):
         normalize: bool | None = None,
         show_progress_bar: bool | None = None,
         convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Embed texts into a float32 array of shape ``(len(texts), dimension)``, in input order.
 
         normalize: None keeps the model's own output; True L2-normalises; False skips a final Normalize.
         show_progress_bar: None shows it when this module's logger is at INFO.
+        prompt_name: one of ``prompts``, whose text goes in front of every text; None: ``default_prompt_name``.
+        prompt: a prompt text of your own; it wins over ``prompt_name``.
         A single string gives a 1-D vector.
         """
         single = isinstance(texts, str)
@@ -122,11 +146,61 @@ class SentenceEncoder(nn.Module):
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
+        prefix = self._resolve_prompt(prompt, prompt_name)
         out = np.empty((len(items), self.dimension), dtype=np.float32)
         if items:
-            self._encode_into(out, items, batch_size, normalize, show_progress_bar)
+            self._encode_into(out, items, batch_size, normalize, show_progress_bar, prefix)
         result = out[0] if single else out
         return torch.from_numpy(result) if convert_to == "torch" else result
+
+    def encode_query(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """``encode`` for search queries: with the model's "query" prompt unless told otherwise."""
+        if prompt_name is None and prompt is None and "query" in self.prompts:
+            prompt_name = "query"
+        return self.encode(texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt)
+
+    def encode_document(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """``encode`` for searched documents: with the first of the model's "document", "passage", "corpus" prompts."""
+        if prompt_name is None and prompt is None:
+            prompt_name = next((name for name in _DOCUMENT_PROMPT_NAMES if name in self.prompts), None)
+        return self.encode(texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt)
+
+    def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str:
+        """The text to put in front of every text ("" for none), as sentence-transformers resolves it."""
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise InvalidArgumentError(f"prompt={prompt!r} must be a str (or None).")
+            if prompt_name is not None:
+                logger.warning("both prompt and prompt_name=%r were given; using prompt.", prompt_name)
+            return prompt
+        name = prompt_name if prompt_name is not None else self.default_prompt_name
+        if name is None:
+            return ""
+        if name not in self.prompts:
+            argument = "prompt_name" if prompt_name is not None else "default_prompt_name"
+            raise InvalidArgumentError(
+                f"{argument}={name!r} is not one of this model's prompts {sorted(self.prompts)}; "
+                "use one of those, add it to encoder.prompts, or pass prompt='...' instead."
+            )
+        return self.prompts[name]
 
     def _encode_into(
         self,
@@ -135,8 +209,11 @@ class SentenceEncoder(nn.Module):
         batch_size: int,
         normalize: bool | None,
         show_progress_bar: bool | None,
+        prompt: str,
     ) -> None:
-        ids, cut = self.transformer.tokenize(texts)
+        # As in sentence-transformers: the prompt is plain text in front, counted in max_seq_length.
+        ids, cut = self.transformer.tokenize([prompt + text for text in texts] if prompt else texts)
+        prompt_length = torch.tensor([self.transformer.prompt_length(prompt)]) if prompt else None
         if cut:
             self.truncated_count += cut
             logger.warning(
@@ -156,6 +233,8 @@ class SentenceEncoder(nn.Module):
         with torch.inference_mode():
             for index in tqdm(batches, desc="Encoding", unit="batch", disable=not show_progress_bar):
                 features = self.transformer.collate([ids[i] for i in index], self.device)
+                if prompt_length is not None:
+                    features["prompt_length"] = prompt_length
                 for module in pipeline:
                     features = module(features)
                 vectors = features["sentence_embedding"].float()
@@ -169,7 +248,12 @@ class SentenceEncoder(nn.Module):
             raise InvalidArgumentError(
                 "an int8-quantized encoder cannot be saved; load the model with precision='fp32' and save that."
             )
-        save_modules(cast(list[EncoderModule], list(self.pipeline)), Path(path))
+        prompts = _checked_prompts(self.prompts, self.default_prompt_name)
+        folder = Path(path)
+        save_modules(cast(list[EncoderModule], list(self.pipeline)), folder)
+        # A loaded model's own settings (similarity, version, ...) are kept; the rest is what this encoder does.
+        own = {"model_type": "SentenceTransformer", "prompts": prompts, "default_prompt_name": self.default_prompt_name}
+        write_model_config(folder, {"similarity_fn_name": "cosine"} | self._model_config | own)
 
     def __repr__(self) -> str:
         names = " -> ".join(type(m).__name__ for m in self.pipeline)
@@ -190,3 +274,20 @@ def _checked_texts(texts: object) -> list[str]:
                 f"texts[{i}] is {type(text).__name__} ({text!r:.60}), not str; pass text, e.g. str(value)."
             )
     return items
+
+
+def _checked_prompts(prompts: object, default_prompt_name: object) -> dict[str, str]:
+    """A copy of ``prompts`` (name -> text, all str) in which ``default_prompt_name`` (unless None) is a name."""
+    if prompts is None:
+        prompts = {}
+    if not isinstance(prompts, Mapping):
+        raise InvalidArgumentError(f"prompts={prompts!r} must be a dict of prompt name -> prompt text.")
+    for name, text in prompts.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise InvalidArgumentError(f"prompts[{name!r}]={text!r}: prompt names and texts must be str.")
+    if default_prompt_name is not None and default_prompt_name not in prompts:
+        raise InvalidArgumentError(
+            f"default_prompt_name={default_prompt_name!r} is not one of the prompts {sorted(prompts)}; "
+            "add it to prompts or pass None."
+        )
+    return dict(prompts)

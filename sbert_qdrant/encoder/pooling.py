@@ -38,14 +38,20 @@ POOLING_MODES = tuple(ST_MODE_NAMES)
 
 
 def _pool_one(mode: str, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Pool ``tokens`` (batch, seq, dim; float32) under a right-padded 0/1 ``mask`` (batch, seq, 1)."""
+    """Pool ``tokens`` (batch, seq, dim; float32) under a 0/1 ``mask`` (batch, seq, 1).
+
+    The mask is right-padded and may have a zeroed prompt prefix; a row with no counted token pools
+    as sentence-transformers does (cls: position 0; mean, last_token: zeros; max: -inf).
+    """
+    rows = torch.arange(tokens.shape[0], device=tokens.device)
+    flags = mask.squeeze(-1)
     if mode == "cls":
-        return tokens[:, 0]
+        return tokens[rows, flags.argmax(dim=1)]  # argmax gives the first counted position
     if mode == "max":
         return tokens.masked_fill(mask == 0, float("-inf")).amax(dim=1)
     if mode == "last_token":
-        last = mask.squeeze(-1).sum(dim=1).long() - 1
-        return tokens[torch.arange(tokens.shape[0], device=tokens.device), last]
+        last = flags.shape[1] - 1 - flags.flip(1).argmax(dim=1)
+        return tokens[rows, last] * flags[rows, last].unsqueeze(-1)
     if mode == "weighted_mean":
         positions = torch.arange(1, tokens.shape[1] + 1, device=tokens.device, dtype=tokens.dtype)
         mask = mask * positions.view(1, -1, 1)
@@ -55,11 +61,15 @@ def _pool_one(mode: str, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tens
 
 
 class Pooling(EncoderModule):
-    """Mean (default), max, cls, mean_sqrt_len, weighted_mean or last_token pooling, or several concatenated."""
+    """Mean (default), max, cls, mean_sqrt_len, weighted_mean or last_token pooling, or several concatenated.
+
+    include_prompt: False leaves a prompt's tokens (``features["prompt_length"]`` leading positions,
+    the start token included) out of pooling, as sentence-transformers does for INSTRUCTOR-style models.
+    """
 
     module_type: ClassVar[str] = "sentence_transformers.models.Pooling"
 
-    def __init__(self, dimension: int, modes: str | Sequence[str] = "mean") -> None:
+    def __init__(self, dimension: int, modes: str | Sequence[str] = "mean", include_prompt: bool = True) -> None:
         super().__init__()
         chosen = (modes,) if isinstance(modes, str) else tuple(modes)
         unknown = [m for m in chosen if m not in ST_MODE_NAMES]
@@ -67,8 +77,11 @@ class Pooling(EncoderModule):
             raise InvalidArgumentError(
                 f"pooling modes {chosen!r} are not valid; use one or more distinct of {POOLING_MODES}."
             )
+        if not isinstance(include_prompt, bool):
+            raise InvalidArgumentError(f"include_prompt={include_prompt!r} must be True or False.")
         self.dimension = dimension
         self.modes = chosen
+        self.include_prompt = include_prompt
 
     @property
     def output_dimension(self) -> int:
@@ -76,7 +89,11 @@ class Pooling(EncoderModule):
 
     def forward(self, features: Features) -> Features:
         tokens = features["token_embeddings"].float()
-        mask = features["attention_mask"].unsqueeze(-1).to(tokens.dtype)
+        mask = features["attention_mask"]
+        if not self.include_prompt and "prompt_length" in features:
+            mask = mask.clone()
+            mask[:, : int(features["prompt_length"].reshape(-1)[0])] = 0
+        mask = mask.unsqueeze(-1).to(tokens.dtype)
         pooled = [_pool_one(mode, tokens, mask) for mode in self.modes]
         features["sentence_embedding"] = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=1)
         return features
@@ -84,10 +101,13 @@ class Pooling(EncoderModule):
     def config(self) -> dict[str, Any]:
         canonical = tuple(m for m in POOLING_MODES if m in self.modes)
         if canonical == self.modes:  # the legacy keys every sentence-transformers release reads
-            return {"word_embedding_dimension": self.dimension} | {
-                key: mode in self.modes for mode, key in _LEGACY_KEYS.items()
-            }
-        return {"embedding_dimension": self.dimension, "pooling_mode": [ST_MODE_NAMES[m] for m in self.modes]}
+            modes: dict[str, Any] = {key: mode in self.modes for mode, key in _LEGACY_KEYS.items()}
+            return {"word_embedding_dimension": self.dimension} | modes | {"include_prompt": self.include_prompt}
+        return {
+            "embedding_dimension": self.dimension,
+            "pooling_mode": [ST_MODE_NAMES[m] for m in self.modes],
+            "include_prompt": self.include_prompt,
+        }
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Pooling:
@@ -103,7 +123,10 @@ class Pooling(EncoderModule):
         unknown = [m for m in st_modes if m not in ours]
         if unknown or not st_modes:
             raise ModelLoadError(f"pooling config names modes {st_modes!r}; sbert-qdrant supports {sorted(ours)}.")
-        return cls(dimension, [ours[m] for m in st_modes])
+        include_prompt = config.get("include_prompt", True)
+        if not isinstance(include_prompt, bool):
+            raise ModelLoadError(f"pooling config has include_prompt={include_prompt!r}; it must be true or false.")
+        return cls(dimension, [ours[m] for m in st_modes], include_prompt=include_prompt)
 
 
 class WeightedLayerPooling(EncoderModule):

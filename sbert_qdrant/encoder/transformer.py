@@ -14,6 +14,8 @@ from ..errors import InvalidArgumentError, ModelLoadError
 from .base import EncoderModule, Features, read_json
 
 SBERT_CONFIG_FILE = "sentence_bert_config.json"
+#: Tokenizers without a length limit report a huge ``model_max_length`` (transformers uses 1e30).
+_NO_TOKENIZER_LIMIT = 10**9
 
 
 class Transformer(EncoderModule):
@@ -78,6 +80,11 @@ class Transformer(EncoderModule):
                 ids[i] = row
         return ids, len(cut)
 
+    def prompt_length(self, prompt: str) -> int:
+        """How many leading tokens ``prompt`` takes before a text: its tokens without a trailing special token."""
+        ids = self.tokenize([prompt])[0][0]
+        return len(ids) - 1 if ids and ids[-1] in self.tokenizer.all_special_ids else len(ids)
+
     def collate(self, rows: list[list[int]], device: torch.device) -> Features:
         """Right-pad token id rows into ``input_ids`` and ``attention_mask`` tensors on ``device``."""
         width = max(len(r) for r in rows)
@@ -128,9 +135,14 @@ class Transformer(EncoderModule):
             model = AutoModel.from_pretrained(str(folder), trust_remote_code=trust_remote_code, use_safetensors=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot load the transformer in {folder}: {exc}") from exc
+        max_seq_length = sbert_config.get("max_seq_length")
+        if sbert_config and max_seq_length is None and tokenizer.model_max_length < _NO_TOKENIZER_LIMIT:
+            # sentence-transformers >= 5 saves the limit as the tokenizer's model_max_length, read capped like this
+            positions = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
+            max_seq_length = min(int(tokenizer.model_max_length), int(positions))
         return cls(
             model.eval(),
             tokenizer,
-            max_seq_length=sbert_config.get("max_seq_length"),
+            max_seq_length=max_seq_length,
             do_lower_case=bool(sbert_config.get("do_lower_case", False)),
         )

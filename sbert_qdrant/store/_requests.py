@@ -8,7 +8,22 @@ from typing import Any
 import numpy as np
 from qdrant_client import models
 
-from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+from ..errors import UnsupportedError
+from .base import (
+    CollectionSpec,
+    Diversified,
+    ExistingCollection,
+    Fused,
+    Nearest,
+    Payload,
+    PayloadSelector,
+    PointVectors,
+    ScoredRecord,
+    SearchQuery,
+    Sparse,
+    StoredRecord,
+    VectorSpec,
+)
 
 _TO_QDRANT = {
     "cosine": models.Distance.COSINE,
@@ -33,6 +48,9 @@ def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
     return {
         "collection_name": spec.name,
         "vectors_config": params if spec.vector_name == "" else {spec.vector_name: params},
+        "sparse_vectors_config": (
+            {spec.sparse_name: models.SparseVectorParams(modifier=models.Modifier.IDF)} if spec.sparse_name else None
+        ),
         "hnsw_config": spec.hnsw,
         "quantization_config": quantization,
         "on_disk_payload": spec.on_disk or None,
@@ -42,27 +60,32 @@ def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
     }
 
 
-def vector_specs(info: models.CollectionInfo) -> dict[str, VectorSpec]:
-    """The dense vectors of a collection, the unnamed one under ``""``."""
+def existing(info: models.CollectionInfo) -> ExistingCollection:
+    """A collection's dense vectors (the unnamed one under ``""``), sparse vector names and metadata."""
     vectors = info.config.params.vectors
     named = {"": vectors} if isinstance(vectors, models.VectorParams) else dict(vectors or {})
-    return {name: VectorSpec(p.size, _distance_name(p.distance)) for name, p in named.items()}
+    return ExistingCollection(
+        vectors={name: VectorSpec(p.size, _distance_name(p.distance)) for name, p in named.items()},
+        sparse_vectors=frozenset(info.config.params.sparse_vectors or {}),
+        metadata=dict(info.config.metadata or {}),
+    )
 
 
 def _distance_name(distance: models.Distance) -> str:
     return str(distance.value).lower()
 
 
-def points_batch(
-    vector_name: str, ids: Sequence[str], vectors: np.ndarray, payloads: Sequence[Payload]
-) -> models.Batch:
-    rows: list[Any] = vectors.tolist()
-    return models.Batch(ids=list(ids), vectors={vector_name: rows} if vector_name else rows, payloads=list(payloads))
+def points_batch(ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload]) -> models.Batch:
+    rows: list[Any] = vectors.dense.tolist()
+    if vectors.sparse_name is None or vectors.sparse is None:
+        named: Any = {vectors.dense_name: rows} if vectors.dense_name else rows
+    else:
+        named = {vectors.dense_name: rows, vectors.sparse_name: [_sparse(v) for v in vectors.sparse]}
+    return models.Batch(ids=list(ids), vectors=named, payloads=list(payloads))
 
 
 def query_requests(
-    vector_name: str,
-    vectors: np.ndarray,
+    queries: Sequence[SearchQuery],
     limit: int,
     query_filter: models.Filter | None,
     score_threshold: float | None,
@@ -70,15 +93,52 @@ def query_requests(
 ) -> list[models.QueryRequest]:
     return [
         models.QueryRequest(
-            query=row,
-            using=vector_name or None,
+            **_stage(query, query_filter),
             limit=limit,
             filter=query_filter,
             score_threshold=score_threshold,
             with_payload=with_payload,
         )
-        for row in vectors.tolist()
+        for query in queries
     ]
+
+
+def check_local_mode(queries: Sequence[SearchQuery]) -> None:
+    """Refuse what qdrant-client's local mode would answer wrongly: it runs MMR over the nearest points only,
+    ignoring prefetched (sparse or fused) candidates."""
+    if any(isinstance(q, Diversified) and q.source is not None for q in queries):
+        raise UnsupportedError(
+            "qdrant-client's local mode cannot diversify (MMR) sparse or hybrid results; use mode='dense' with "
+            "diversity=, or Qdrant Edge (location=) or a Qdrant server, which can."
+        )
+
+
+def _stage(query: SearchQuery, query_filter: models.Filter | None) -> dict[str, Any]:
+    """``query``/``using``/``prefetch`` arguments for one node of a search tree (the filter at every stage)."""
+    if isinstance(query, Nearest):
+        vector = _sparse(query.vector) if isinstance(query.vector, tuple) else query.vector
+        return {"query": vector, "using": query.using or None}
+    if isinstance(query, Fused):
+        fusion: Any = (
+            models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights) if query.weights else None))
+            if query.fusion == "rrf"
+            else models.FusionQuery(fusion=models.Fusion.DBSF)
+        )
+        return {"query": fusion, "prefetch": [_prefetch(s, query.candidates, query_filter) for s in query.sources]}
+    mmr = models.Mmr(diversity=query.diversity, candidates_limit=query.candidates)
+    return {
+        "query": models.NearestQuery(nearest=query.vector, mmr=mmr),
+        "using": query.using or None,
+        "prefetch": None if query.source is None else _prefetch(query.source, query.candidates, query_filter),
+    }
+
+
+def _prefetch(query: SearchQuery, limit: int, query_filter: models.Filter | None) -> models.Prefetch:
+    return models.Prefetch(**_stage(query, query_filter), limit=limit, filter=query_filter)
+
+
+def _sparse(vector: Sparse) -> models.SparseVector:
+    return models.SparseVector(indices=vector[0], values=vector[1])
 
 
 def vectors_selector(vector_name: str, with_vectors: bool) -> bool | list[str]:

@@ -11,12 +11,20 @@ import warnings
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 
 from ..errors import StoreError
 from . import _requests as rq
-from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+from .base import (
+    CollectionSpec,
+    ExistingCollection,
+    Payload,
+    PayloadSelector,
+    PointVectors,
+    ScoredRecord,
+    SearchQuery,
+    StoredRecord,
+)
 from .retry import RetryPolicy
 
 
@@ -39,21 +47,23 @@ class AsyncClientStore:
         self.retry = retry or RetryPolicy()
         self.close_client = close_client
         self.optimize_timeout = optimize_timeout
+        self.local = type(getattr(client, "_client", None)).__name__.endswith("QdrantLocal")  # qdrant-client's local mode
 
     async def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return await self.retry.acall(what, getattr(self.client, method), *args, **kwargs)
 
-    async def describe(self, name: str) -> dict[str, VectorSpec] | None:
+    async def describe(self, name: str) -> ExistingCollection | None:
         if not await self._call(f"collection_exists({name!r})", "collection_exists", name):
             return None
-        return rq.vector_specs(await self._call(f"get_collection({name!r})", "get_collection", name))
+        return rq.existing(await self._call(f"get_collection({name!r})", "get_collection", name))
 
     async def create(self, spec: CollectionSpec) -> None:
         try:
             await self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
         except StoreError:
             # A retried create whose first attempt landed answers "already exists": that is success.
-            if await self.describe(spec.name) != {spec.vector_name: spec.vector}:
+            found = await self.describe(spec.name)
+            if found is None or found.vectors != {spec.vector_name: spec.vector}:
                 raise
 
     async def drop(self, name: str) -> None:
@@ -67,15 +77,9 @@ class AsyncClientStore:
         await self._call(f"update_collection({name!r})", "update_collection", name, metadata=dict(values))
 
     async def upsert(
-        self,
-        name: str,
-        vector_name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Payload],
-        wait: bool,
+        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None:
-        batch = rq.points_batch(vector_name, ids, vectors, payloads)
+        batch = rq.points_batch(ids, vectors, payloads)
         await self._call(f"upsert of {len(ids)} points into {name!r}", "upsert", name, points=batch, wait=wait)
 
     async def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]:
@@ -85,14 +89,15 @@ class AsyncClientStore:
     async def query(
         self,
         name: str,
-        vector_name: str,
-        vectors: np.ndarray,
+        queries: Sequence[SearchQuery],
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
         with_payload: PayloadSelector,
     ) -> list[list[ScoredRecord]]:
-        requests = rq.query_requests(vector_name, vectors, limit, query_filter, score_threshold, with_payload)
+        if self.local:
+            rq.check_local_mode(queries)
+        requests = rq.query_requests(queries, limit, query_filter, score_threshold, with_payload)
         return rq.scored(await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
 
     async def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:

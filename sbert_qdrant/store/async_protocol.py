@@ -8,10 +8,18 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
 from qdrant_client import models
 
-from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+from .base import (
+    CollectionSpec,
+    ExistingCollection,
+    Payload,
+    PayloadSelector,
+    PointVectors,
+    ScoredRecord,
+    SearchQuery,
+    StoredRecord,
+)
 
 
 class AsyncVectorStore(Protocol):
@@ -21,8 +29,8 @@ class AsyncVectorStore(Protocol):
     #: wider window pads less; a remote engine also bounds the request size.
     upsert_batch: int
 
-    async def describe(self, name: str) -> dict[str, VectorSpec] | None:
-        """The dense vectors of an existing collection by name, or None when it does not exist."""
+    async def describe(self, name: str) -> ExistingCollection | None:
+        """An existing collection's vectors and metadata, or None when it does not exist."""
 
     async def create(self, spec: CollectionSpec) -> None: ...
 
@@ -34,13 +42,7 @@ class AsyncVectorStore(Protocol):
         """Merge values into the collection's metadata."""
 
     async def upsert(
-        self,
-        name: str,
-        vector_name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Payload],
-        wait: bool,
+        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None: ...
 
     async def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]: ...
@@ -48,14 +50,13 @@ class AsyncVectorStore(Protocol):
     async def query(
         self,
         name: str,
-        vector_name: str,
-        vectors: np.ndarray,
+        queries: Sequence[SearchQuery],
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
         with_payload: PayloadSelector,
     ) -> list[list[ScoredRecord]]:
-        """Nearest neighbours of each row of ``vectors``, one list per row."""
+        """The best ``limit`` points of each query, one list per query (the filter applies at every stage)."""
 
     async def retrieve(
         self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool

@@ -14,6 +14,9 @@ Quantization = Literal["int8", "binary"]
 Payload = dict[str, Any]
 #: Whole payloads (True), none (False), or only the fields named.
 PayloadSelector = bool | list[str]
+#: A sparse vector: (indices, values), in the same order.
+Sparse = tuple[list[int], list[float]]
+Fusion = Literal["rrf", "dbsf"]
 
 
 @dataclass(frozen=True)
@@ -26,17 +29,71 @@ class VectorSpec:
 
 @dataclass(frozen=True)
 class CollectionSpec:
-    """What to create: one named dense vector plus optional index, storage and cluster settings."""
+    """What to create: one named dense vector, an optional sparse one (IDF modifier), index, storage, cluster."""
 
     name: str
     vector_name: str
     vector: VectorSpec
+    sparse_name: str | None = None
     on_disk: bool = False
     hnsw: models.HnswConfigDiff | None = None
     quantization: Quantization | None = None
     shard_number: int | None = None
     replication_factor: int | None = None
     metadata: Payload = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExistingCollection:
+    """What an engine reports of a collection: its dense vectors by name, its sparse vector names, its metadata."""
+
+    vectors: dict[str, VectorSpec]
+    sparse_vectors: frozenset[str] = frozenset()
+    metadata: Payload = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PointVectors:
+    """The vectors of a batch of points: a dense matrix (one row per point) and optional sparse ones."""
+
+    dense_name: str
+    dense: np.ndarray
+    sparse_name: str | None = None
+    sparse: list[Sparse] | None = None
+
+
+@dataclass(frozen=True)
+class Nearest:
+    """The points nearest to one vector (dense or sparse) under the named vector."""
+
+    using: str
+    vector: list[float] | Sparse
+
+
+@dataclass(frozen=True)
+class Fused:
+    """Each source's ``candidates`` best points, fused by the engine (reciprocal rank or distribution-based)."""
+
+    sources: tuple[Nearest, ...]
+    fusion: Fusion
+    candidates: int
+    weights: tuple[float, ...] | None = None
+    rrf_k: int = 2
+
+
+@dataclass(frozen=True)
+class Diversified:
+    """Maximal marginal relevance over ``candidates`` points (of ``source``, else nearest to ``vector``)."""
+
+    using: str
+    vector: list[float]
+    diversity: float
+    candidates: int
+    source: Nearest | Fused | None = None
+
+
+#: One search, as a tree the engine runs: nearest, fused sources, or diversified candidates.
+SearchQuery = Nearest | Fused | Diversified
 
 
 @dataclass(frozen=True)

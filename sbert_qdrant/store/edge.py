@@ -18,7 +18,19 @@ import qdrant_edge as qe
 from qdrant_client import models
 
 from ..errors import InvalidArgumentError, StoreError, StoreInUseError
-from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+from .base import (
+    CollectionSpec,
+    ExistingCollection,
+    Fused,
+    Nearest,
+    Payload,
+    PayloadSelector,
+    PointVectors,
+    ScoredRecord,
+    SearchQuery,
+    StoredRecord,
+    VectorSpec,
+)
 from .edge_filters import to_edge_filter
 
 _DISTANCES = {
@@ -90,12 +102,17 @@ class EdgeStore:
             self._mine[name] = opened
         return opened
 
-    def describe(self, name: str) -> dict[str, VectorSpec] | None:
+    def describe(self, name: str) -> ExistingCollection | None:
         config_file = self._folder(name) / "shard" / "edge_config.json"
         if not config_file.is_file():
             return None
-        vectors = json.loads(config_file.read_text(encoding="utf-8")).get("vectors", {})
-        return {key: VectorSpec(int(v["size"]), str(v["distance"]).lower()) for key, v in vectors.items()}
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+        vectors = config.get("vectors", {})
+        return ExistingCollection(
+            vectors={key: VectorSpec(int(v["size"]), str(v["distance"]).lower()) for key, v in vectors.items()},
+            sparse_vectors=frozenset(config.get("sparse_vectors") or {}),
+            metadata=self.metadata(name),
+        )
 
     def create(self, spec: CollectionSpec) -> None:
         folder = self._folder(spec.name)
@@ -113,7 +130,13 @@ class EdgeStore:
             distance=_DISTANCES[spec.vector.distance],
             memory=qe.Memory.Cold if spec.on_disk else None,
         )
-        config = qe.EdgeConfig(vectors={spec.vector_name: params}, hnsw_config=hnsw, quantization_config=quantization)
+        sparse = {spec.sparse_name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.sparse_name else None
+        config = qe.EdgeConfig(
+            vectors={spec.vector_name: params},
+            sparse_vectors=sparse,
+            hnsw_config=hnsw,
+            quantization_config=quantization,
+        )
         folder.mkdir(parents=True, exist_ok=True)
         self._write_metadata(spec.name, spec.metadata)
         _engine_call(f"creating collection {spec.name!r}", qe.EdgeShard.create, str(folder / "shard"), config).close()
@@ -142,18 +165,13 @@ class EdgeStore:
         os.replace(tmp, path)
 
     def upsert(
-        self,
-        name: str,
-        vector_name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Payload],
-        wait: bool,
+        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None:
-        rows: list[list[float]] = vectors.tolist()
-        points = [
-            qe.Point(id=i, vector={vector_name: row}, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)
-        ]
+        rows: list[Any] = [{vectors.dense_name: row} for row in vectors.dense.tolist()]
+        if vectors.sparse_name is not None and vectors.sparse is not None:
+            for row, sparse in zip(rows, vectors.sparse, strict=True):
+                row[vectors.sparse_name] = qe.SparseVector(*sparse)
+        points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
         opened = self._shard(name)
         with opened.write_lock:
             _engine_call(f"upsert into {name!r}", opened.shard.update, qe.UpdateOperation.upsert_points(points))
@@ -165,8 +183,7 @@ class EdgeStore:
     def query(
         self,
         name: str,
-        vector_name: str,
-        vectors: np.ndarray,
+        queries: Sequence[SearchQuery],
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
@@ -176,12 +193,12 @@ class EdgeStore:
         requests = [
             qe.QueryRequest(
                 limit=limit,
-                query=qe.Query.Nearest(row, using=vector_name),
+                **_stage(query, edge_filter),
                 filter=edge_filter,
                 score_threshold=score_threshold,
                 with_payload=with_payload,
             )
-            for row in vectors.tolist()
+            for query in queries
         ]
         results = _engine_call(
             f"query of {name!r}", self._shard(name).shard.query_batch, qe.QueryBatchRequest(requests)
@@ -244,6 +261,25 @@ class EdgeStore:
     def close(self) -> None:
         for name in list(self._mine):
             self._release(name)
+
+
+def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
+    """``query``/``prefetches`` arguments for one node of a search tree (the filter at every stage)."""
+    if isinstance(query, Nearest):
+        vector = qe.SparseVector(*query.vector) if isinstance(query.vector, tuple) else query.vector
+        return {"query": qe.Query.Nearest(vector, using=query.using)}
+    if isinstance(query, Fused):
+        weights = list(query.weights) if query.weights else None
+        fusion = qe.Fusion.Rrf(k=query.rrf_k, weights=weights) if query.fusion == "rrf" else qe.Fusion.Dbsf()
+        return {"query": fusion, "prefetches": [_prefetch(s, query.candidates, edge_filter) for s in query.sources]}
+    # Qdrant Edge's MMR takes lambda, the weight of relevance: 1 - diversity
+    mmr = qe.Mmr(query.vector, 1.0 - query.diversity, query.candidates, using=query.using)
+    sources = [] if query.source is None else [_prefetch(query.source, query.candidates, edge_filter)]
+    return {"query": mmr, "prefetches": sources}
+
+
+def _prefetch(query: SearchQuery, limit: int, edge_filter: qe.Filter | None) -> qe.Prefetch:
+    return qe.Prefetch(limit=limit, **_stage(query, edge_filter), filter=edge_filter)
 
 
 def _stored(record: Any, vector_name: str) -> StoredRecord:

@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
-import numpy as np
 from qdrant_client import models
 
-from .base import CollectionSpec, Payload, PayloadSelector, ScoredRecord, StoredRecord, VectorSpec
+from .base import (
+    CollectionSpec,
+    ExistingCollection,
+    Payload,
+    PayloadSelector,
+    PointVectors,
+    ScoredRecord,
+    SearchQuery,
+    StoredRecord,
+)
 
 
 class VectorStore(Protocol):
@@ -23,8 +31,8 @@ class VectorStore(Protocol):
     #: wider window pads less; a remote engine also bounds the request size.
     upsert_batch: int
 
-    def describe(self, name: str) -> dict[str, VectorSpec] | None:
-        """The dense vectors of an existing collection by name, or None when it does not exist."""
+    def describe(self, name: str) -> ExistingCollection | None:
+        """An existing collection's vectors and metadata, or None when it does not exist."""
 
     def create(self, spec: CollectionSpec) -> None: ...
 
@@ -36,13 +44,7 @@ class VectorStore(Protocol):
         """Merge values into the collection's metadata."""
 
     def upsert(
-        self,
-        name: str,
-        vector_name: str,
-        ids: Sequence[str],
-        vectors: np.ndarray,
-        payloads: Sequence[Payload],
-        wait: bool,
+        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None: ...
 
     def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]: ...
@@ -50,14 +52,13 @@ class VectorStore(Protocol):
     def query(
         self,
         name: str,
-        vector_name: str,
-        vectors: np.ndarray,
+        queries: Sequence[SearchQuery],
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
         with_payload: PayloadSelector,
     ) -> list[list[ScoredRecord]]:
-        """Nearest neighbours of each row of ``vectors``, one list per row."""
+        """The best ``limit`` points of each query, one list per query (the filter applies at every stage)."""
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]: ...
 
