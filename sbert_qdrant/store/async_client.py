@@ -47,7 +47,8 @@ class AsyncClientStore:
         self.retry = retry or RetryPolicy()
         self.close_client = close_client
         self.optimize_timeout = optimize_timeout
-        self.local = type(getattr(client, "_client", None)).__name__.endswith("QdrantLocal")  # qdrant-client's local mode
+        #: qdrant-client's local mode (QdrantLocal behind the client), which lacks some of the engine's queries
+        self.local = type(getattr(client, "_client", None)).__name__.endswith("QdrantLocal")
 
     async def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return await self.retry.acall(what, getattr(self.client, method), *args, **kwargs)

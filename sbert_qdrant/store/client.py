@@ -48,9 +48,8 @@ class ClientStore:
         self.retry = retry or RetryPolicy()
         self.close_client = close_client
         self.optimize_timeout = optimize_timeout
-        self.local = type(getattr(client, "_client", None)).__name__.endswith(
-            "QdrantLocal"
-        )  # qdrant-client's local mode
+        #: qdrant-client's local mode (QdrantLocal behind the client), which lacks some of the engine's queries
+        self.local = type(getattr(client, "_client", None)).__name__.endswith("QdrantLocal")
 
     def _call(self, what: str, method: str, *args: Any, **kwargs: Any) -> Any:
         return self.retry.call(what, getattr(self.client, method), *args, **kwargs)
