@@ -1,4 +1,4 @@
-"""Readers for the shared benchmark data (``--data`` folder: stsb/, quora/)."""
+"""Readers for the shared benchmark data (``--data``: stsb/, quora/, scifact/) and metrics shared by benchmarks."""
 
 from __future__ import annotations
 
@@ -61,6 +61,76 @@ def read_quora_pairs(path: Path) -> list[dict[str, object]]:
     """Every labelled pair of the Quora pairs file."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f]
+
+
+def read_quora_duplicate_probes(data: Path, limit: int | None = None) -> tuple[list[tuple[str, str]], list[str]]:
+    """Held-out duplicate pairs (pair id divisible by 5) as (query, partner) probes, and every question in them.
+
+    limit: at most this many probes (None: all), for quick runs.
+    """
+    pairs = read_quora_pairs(data / "quora" / "quora_pairs_train.jsonl.gz")
+    held_out = [p for p in pairs if int(p["id"]) % 5 == 0 and p["is_duplicate"] == 1]  # type: ignore[call-overload]
+    probes = [(str(p["question1"]), str(p["question2"])) for p in held_out if p["question1"] != p["question2"]]
+    probes = probes[:limit]
+    return probes, list(dict.fromkeys(q for pair in probes for q in pair))
+
+
+def exact_duplicate_rankings(
+    vectors: np.ndarray, questions: list[str], probes: list[tuple[str, str]]
+) -> list[list[str]]:
+    """Each probe's 10 nearest other questions by exact dot product of ``vectors`` (rows of ``questions``)."""
+    index = {q: i for i, q in enumerate(questions)}
+    rankings = []
+    for query, _ in probes:
+        scores = vectors @ vectors[index[query]]
+        scores[index[query]] = -np.inf
+        order = np.argsort(-scores, kind="stable")[:10]
+        rankings.append([questions[i] for i in order])
+    return rankings
+
+
+def mrr_at_10(rankings: list[list[str]], probes: list[tuple[str, str]]) -> float:
+    """Mean reciprocal rank of each probe's partner in the first 10 of its ranking (the query itself left out)."""
+    return float(
+        np.mean(
+            [
+                next((1 / r for r, text in enumerate(ranked[:10], 1) if text == partner), 0.0)
+                for ranked, (_, partner) in zip(rankings, probes, strict=True)
+            ]
+        )
+    )
+
+
+def read_scifact(
+    folder: Path, limit: int | None = None
+) -> tuple[list[str], list[str], dict[str, str], dict[str, set[str]]]:
+    """BEIR SciFact's corpus and train split: (doc ids, doc texts, {query id: text}, {query id: relevant doc ids}).
+
+    Document text is ``title + " " + text``, BEIR's usual input for dense models. limit: the first ``limit``
+    documents only (None: all), with the judgements restricted to them; queries are those with a judgement left.
+    """
+    doc_ids: list[str] = []
+    texts: list[str] = []
+    with gzip.open(folder / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(doc_ids) >= limit:
+                break
+            doc = json.loads(line)
+            doc_ids.append(doc["_id"])
+            texts.append(f"{doc['title']} {doc['text']}")
+    known = set(doc_ids)
+    qrels: dict[str, set[str]] = {}
+    with open(folder / "qrels" / "train.tsv", encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if int(row["score"]) > 0 and row["corpus-id"] in known:
+                qrels.setdefault(row["query-id"], set()).add(row["corpus-id"])
+    queries = {}
+    with open(folder / "queries_train.jsonl", encoding="utf-8") as f:
+        for line in f:
+            query = json.loads(line)
+            if query["_id"] in qrels:
+                queries[query["_id"]] = query["text"]
+    return doc_ids, texts, queries, {q: qrels[q] for q in queries}
 
 
 def cpu_summary() -> str:

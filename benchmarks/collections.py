@@ -20,7 +20,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _data import cpu_summary, read_corpus, read_quora_pairs, read_quora_questions
+from _data import (
+    cpu_summary,
+    exact_duplicate_rankings,
+    mrr_at_10,
+    read_corpus,
+    read_quora_duplicate_probes,
+    read_quora_questions,
+)
 from qdrant_client import QdrantClient, models
 from sentence_transformers import SentenceTransformer
 
@@ -165,31 +172,19 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
 
 
 def duplicate_retrieval(data: Path, encoder: SentenceEncoder) -> None:
-    pairs = read_quora_pairs(data / "quora" / "quora_pairs_train.jsonl.gz")
-    held_out = [p for p in pairs if int(p["id"]) % 5 == 0 and p["is_duplicate"] == 1]  # type: ignore[call-overload]
-    probes = [(str(p["question1"]), str(p["question2"])) for p in held_out if p["question1"] != p["question2"]]
-    questions = list(dict.fromkeys(q for pair in probes for q in pair))
+    probes, questions = read_quora_duplicate_probes(data)
     print(f"\n== 4. Quora duplicate retrieval: {len(probes)} held-out duplicate pairs, {len(questions)} questions ==")
     with tempfile.TemporaryDirectory() as folder, TextCollection("quora", encoder, location=folder) as coll:
         coll.upsert_texts(questions)
         coll.optimize()
         results = coll.search_texts([q for q, _ in probes], limit=11)
         vectors = np.asarray(encoder.encode(questions))
-    index = {q: i for i, q in enumerate(questions)}
-
-    def reciprocal_rank(ranked: list[str], partner: str) -> float:
-        return next((1 / r for r, text in enumerate(ranked[:10], 1) if text == partner), 0.0)
-
-    ours, exact = [], []
-    for (query, partner), hits in zip(probes, results, strict=True):
-        ours.append(reciprocal_rank([h.text for h in hits if h.text != query], partner))  # type: ignore[misc]
-        scores = vectors @ vectors[index[query]]
-        scores[index[query]] = -np.inf
-        order = np.argsort(-scores, kind="stable")[:10]
-        exact.append(reciprocal_rank([questions[i] for i in order], partner))
-    print(f"MRR@10 exact numpy cosine (anchor)    {np.mean(exact):.4f}")
-    difference = np.mean(ours) - np.mean(exact)
-    print(f"MRR@10 through search_text (Edge)     {np.mean(ours):.4f}   difference {difference:+.4f}")
+    found = [[h.text for h in hits if h.text != query] for (query, _), hits in zip(probes, results, strict=True)]
+    ours = mrr_at_10(found, probes)  # type: ignore[arg-type]
+    exact = mrr_at_10(exact_duplicate_rankings(vectors, questions, probes), probes)
+    print(f"MRR@10 exact numpy cosine (anchor)    {exact:.4f}")
+    difference = ours - exact
+    print(f"MRR@10 through search_text (Edge)     {ours:.4f}   difference {difference:+.4f}")
 
 
 def main() -> None:

@@ -1,12 +1,15 @@
-"""Shared fixtures: a tiny random BERT with the real tokenizer, the real default model, STS-B sample data."""
+"""Shared fixtures: a tiny random BERT with the real tokenizer, the real default model, STS-B sample data, and
+collections on every engine (``make``)."""
 
 from __future__ import annotations
 
 import csv
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flavours import ENGINES, FLAVOURS, Engines
 
 from sbert_qdrant import SentenceEncoder, testing
 from sbert_qdrant.encoder.loading import resolve_model_folder
@@ -20,6 +23,14 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture
 def tiny_encoder() -> SentenceEncoder:
     return testing.tiny_encoder()
+
+
+@pytest.fixture(params=[(f, e) for f in FLAVOURS for e in ENGINES], ids=lambda p: "-".join(p))
+def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engines]:
+    """Opens collections of one flavour (sync, async) on one engine (edge, memory); the server suite overrides it."""
+    engines = Engines(*request.param, tmp_path)
+    yield engines
+    engines.close()
 
 
 @pytest.fixture(scope="session")

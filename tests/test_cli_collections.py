@@ -43,6 +43,22 @@ def test_index_then_search_and_resume(tmp_path: Path, kind: str, capsys: pytest.
     assert "Why is the sky blue?" in capsys.readouterr().out
 
 
+def test_hybrid_search_and_a_dense_only_index(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "questions.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    index = ["index", str(source), "--text-field", "question", "--id-field", "qid"]
+    assert main([*index, *_engine(tmp_path)]) == 0
+    for options in (["--mode", "sparse"], ["--mode", "hybrid"], ["--mode", "hybrid", "--fusion", "dbsf"]):
+        assert main(["search", "sky", "--limit", "1", "--json", *options, *_engine(tmp_path)]) == 0
+        assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["c"]
+    assert main(["search", "python", "--limit", "2", "--diversity", "0.5", "--json", *_engine(tmp_path)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    dense_only = [*_engine(tmp_path), "--collection", "dense"]
+    assert main([*index, "--no-sparse", *dense_only]) == 0
+    assert main(["search", "sky", "--mode", "hybrid", *dense_only]) == 2
+    assert "has no BM25 vectors" in capsys.readouterr().err
+
+
 def test_dedup_mines_pairs_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "questions.txt"
     source.write_text("\n".join(r["question"] for r in ROWS) + "\n", encoding="utf-8")

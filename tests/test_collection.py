@@ -6,12 +6,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-from flavours import ENGINES, FLAVOURS, Engines, concurrently
+from flavours import Engines, concurrently
 from qdrant_client import models
 
 from sbert_qdrant import (
@@ -34,14 +33,6 @@ QUESTIONS = [
     "What is the capital of France?",
     "Which city is the capital of France?",
 ]
-
-
-@pytest.fixture(params=[(f, e) for f in FLAVOURS for e in ENGINES], ids=lambda p: "-".join(p))
-def make(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engines]:
-    """Opens collections of one flavour (sync, async) on one engine (edge, memory)."""
-    engines = Engines(*request.param, tmp_path)
-    yield engines
-    engines.close()
 
 
 def test_upsert_is_idempotent_and_ids_are_deterministic(make: Engines, tiny_encoder: SentenceEncoder) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from qdrant_client import models
 
+from .._collection_core import FUSIONS, SEARCH_MODES
 from ..collection import TextCollection
 from ..encoder import PRECISIONS, SentenceEncoder
 from ..errors import DataFormatError, InvalidInputError, PartialWriteError
@@ -64,6 +65,7 @@ def _records(
 
 
 def open_collection(args: argparse.Namespace) -> TextCollection:
+    """The collection the command names; ``--no-sparse`` (index) creates a new one without the BM25 vector."""
     settings = Settings()
     encoder = SentenceEncoder.load(
         args.model or settings.model, device=args.device or settings.device, precision=args.precision
@@ -75,6 +77,7 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
         url=args.url,
         settings=settings,
         show_progress_bar=args.progress,
+        sparse="bm25" if getattr(args, "sparse", True) else None,
     )
 
 
@@ -122,7 +125,13 @@ def _clip(text: str | None, width: int) -> str:
 def _search(args: argparse.Namespace) -> int:
     with open_collection(args) as coll:
         hits = coll.search_texts(
-            args.query, limit=args.limit, query_filter=_filter(args.where), score_threshold=args.threshold
+            args.query,
+            limit=args.limit,
+            query_filter=_filter(args.where),
+            score_threshold=args.threshold,
+            mode=args.mode,
+            fusion=args.fusion,
+            diversity=args.diversity,
         )
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
@@ -186,13 +195,29 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="skip: leave already-stored ids alone without re-encoding them (resume an interrupted run)",
     )
     index.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip building the index")
+    index.add_argument(
+        "--no-sparse",
+        dest="sparse",
+        action="store_false",
+        help="create the collection without its BM25 sparse vector (dense search only)",
+    )
     _add_engine_options(index)
     index.set_defaults(run=_index)
 
     search = commands.add_parser("search", help="search a collection by text")
     search.add_argument("query", nargs="+", help="one or more queries")
     search.add_argument("--limit", type=int, default=5)
-    search.add_argument("--threshold", type=float, default=None, help="minimum cosine score")
+    search.add_argument(
+        "--mode",
+        choices=SEARCH_MODES,
+        default="dense",
+        help="dense (SBERT cosine), sparse (BM25) or hybrid (both, fused by the engine)",
+    )
+    search.add_argument("--fusion", choices=FUSIONS, default="rrf", help="how hybrid mode fuses (default rrf)")
+    search.add_argument(
+        "--diversity", type=float, default=None, help="0..1: re-rank for variety (MMR); 0 is relevance only"
+    )
+    search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine in dense mode)")
     search.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="payload filter")
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     _add_engine_options(search)
