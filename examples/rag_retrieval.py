@@ -1,20 +1,21 @@
-"""RAG retrieval: chunk documents, index the chunks in embedded Qdrant Edge, retrieve context for questions.
+"""RAG retrieval: index documents (chunked by the encoder's tokenizer) in embedded Qdrant Edge, retrieve quotable
+context for questions with hybrid search.
 
-The documents are this repository's own Markdown files (real text a user of this clone has), split into
-overlapping word windows; each chunk keeps its source file and position in the payload so that an answer can cite
-it. The retrieved context is what you would put in an LLM prompt.
+The documents are this repository's own Markdown files (real text a user of this clone has). ``upsert_documents``
+splits each file into chunks that fit the model, at sentence ends where it can; ``search_documents`` returns each
+file once with its best chunks and their character offsets, so an answer can quote and cite them. The retrieved
+context is what you would put in an LLM prompt. Re-running the indexing with a changed file replaces all its chunks.
 
-    python examples/rag_retrieval.py ["your question" ...] [--docs README.md docs/training.md]
+    python examples/rag_retrieval.py ["your question" ...] [--docs README.md CHANGELOG.md] [--mode hybrid]
 """
 
 from __future__ import annotations
 
 import argparse
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
-from sbert_qdrant import SentenceEncoder, TextCollection, TextRecord
+from sbert_qdrant import SentenceEncoder, TextCollection
 
 ROOT = Path(__file__).parent.parent
 QUESTIONS = [
@@ -24,35 +25,30 @@ QUESTIONS = [
 ]
 
 
-def chunks(path: Path, words: int, overlap: int) -> Iterator[TextRecord]:
-    """Overlapping windows of ``words`` words over a Markdown file."""
-    tokens = path.read_text(encoding="utf-8").split()
-    step = words - overlap
-    for number, start in enumerate(range(0, max(len(tokens) - overlap, 1), step)):
-        text = " ".join(tokens[start : start + words])
-        yield TextRecord(text, {"source": path.name, "chunk": number}, f"{path.name}#{number}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("questions", nargs="*", default=QUESTIONS)
     parser.add_argument(
         "--docs", nargs="+", type=Path, default=sorted(ROOT.glob("*.md")) + sorted(ROOT.glob("docs/*.md"))
     )
-    parser.add_argument("--words", type=int, default=80, help="words per chunk")
-    parser.add_argument("--overlap", type=int, default=20, help="words shared by neighbouring chunks")
-    parser.add_argument("--top", type=int, default=3, help="chunks of context per question")
+    parser.add_argument("--chunk-tokens", type=int, default=128, help="tokens per chunk")
+    parser.add_argument("--mode", choices=("dense", "sparse", "hybrid"), default="hybrid")
+    parser.add_argument("--top", type=int, default=3, help="documents per question")
+    parser.add_argument("--quotes", type=int, default=2, help="chunks quoted per document")
     args = parser.parse_args()
 
     encoder = SentenceEncoder.load()
+    texts = {path.name: path.read_text(encoding="utf-8") for path in args.docs}
     with tempfile.TemporaryDirectory() as folder, TextCollection("docs", encoder, location=folder) as coll:
-        for path in args.docs:
-            coll.upsert_texts(chunks(path, args.words, args.overlap))
-        print(f"indexed {coll.count()} chunks from {len(args.docs)} documents\n")
-        for question, hits in zip(args.questions, coll.search_texts(args.questions, limit=args.top), strict=True):
+        coll.upsert_documents(list(texts.values()), ids=list(texts), chunk_tokens=args.chunk_tokens)
+        print(f"indexed {len(texts)} documents as {coll.count()} chunks\n")
+        for question in args.questions:
             print(f"Q: {question}")
+            hits = coll.search_documents(question, limit=args.top, mode=args.mode, chunks=args.quotes)
             for hit in hits:
-                print(f"  [{hit.payload['source']} #{hit.payload['chunk']}, {hit.score:.2f}] {hit.text[:160]}…")
+                for chunk in hit.chunks:
+                    quote = " ".join(texts[str(hit.id)][chunk.start : chunk.end].split())  # the offsets quote it
+                    print(f"  [{hit.id} {chunk.start}:{chunk.end}, {chunk.score:.2f}] {quote[:160]}…")
             print()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .aio import AsyncTextCollection
 from .collection import DuplicatePair, TextCollection
 from .dedup import Calibration
+from .documents import ChunkHit, DocumentHit, StoredDocument
 from .encoder import (
     DEFAULT_MODEL,
     AttentionPooling,
@@ -43,10 +44,12 @@ __all__ = [
     "AttentionPooling",
     "Bm25",
     "Calibration",
+    "ChunkHit",
     "CollectionMismatchError",
     "CollectionNotFoundError",
     "DataFormatError",
     "Dense",
+    "DocumentHit",
     "DuplicatePair",
     "Hit",
     "InvalidArgumentError",
@@ -63,6 +66,7 @@ __all__ = [
     "StoreError",
     "StoreInUseError",
     "StoreUnavailableError",
+    "StoredDocument",
     "StoredText",
     "TextCollection",
     "TextRecord",

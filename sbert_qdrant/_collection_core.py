@@ -8,9 +8,9 @@ from __future__ import annotations
 import itertools
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from qdrant_client import models
@@ -55,6 +55,7 @@ from .store.base import (
 )
 
 logger = logging.getLogger("sbert_qdrant.collection")
+T = TypeVar("T")
 
 OnConflict = Literal["overwrite", "skip"]
 SearchMode = Literal["dense", "sparse", "hybrid"]
@@ -74,7 +75,7 @@ class SearchPlan:
     """How to turn query texts into engine searches; ``symmetric`` encodes them as stored texts (duplicates)."""
 
     mode: SearchMode = "dense"
-    fusion: Fusion = "rrf"
+    fusion: Fusion = "dbsf"
     weights: tuple[float, float] | None = None
     diversity: float | None = None
     candidates: int = MIN_CANDIDATES
@@ -352,6 +353,29 @@ class CollectionCore:
         """What to fetch with hits: everything, or only the caller's id (hits always carry it)."""
         return True if with_payload else [KEY_KEY]
 
+    # -- documents -------------------------------------------------------------------------------------------------
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character spans of the encoder's tokens of ``text`` (no special tokens)."""
+        encoded = self.encoder.transformer.tokenizer(
+            text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        return [(int(start), int(end)) for start, end in encoded["offset_mapping"]]
+
+    def chunk_budget(self, chunk_tokens: int | None) -> int:
+        """Tokens per chunk: at most what the encoder reads whole, after its special tokens and document prompt."""
+        tokenizer = self.encoder.transformer.tokenizer
+        overhead = len(tokenizer(self.encoder.document_prompt + "x", verbose=False)["input_ids"]) - 1
+        room = self.encoder.max_seq_length - overhead
+        if chunk_tokens is None:
+            return room
+        if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not 8 <= chunk_tokens <= room:
+            raise InvalidArgumentError(
+                f"chunk_tokens={chunk_tokens!r} must be an integer from 8 to {room} (the encoder's max_seq_length "
+                f"{self.encoder.max_seq_length} less its special tokens and document prompt), or None for {room}."
+            )
+        return chunk_tokens
+
     # -- encoding and results --------------------------------------------------------------------------------------
 
     def progress(self, show: bool | None) -> bool:
@@ -381,8 +405,7 @@ class CollectionCore:
         """Hits in the engine's order; points with equal scores (common after rank fusion) in point-id order, which
         engines do not fix."""
         out = []
-        ordered = [row for _, tied in itertools.groupby(rows, key=lambda r: r.score) for row in sorted(tied, key=_id)]
-        for row in ordered:
+        for row in tie_ordered(rows, _id):
             key, text, fields = split_payload(row.id, row.payload)
             out.append(Hit(key, row.score, text, fields, row.id))
         return out
@@ -486,6 +509,15 @@ def _id(row: ScoredRecord) -> str:
     return row.id
 
 
+def _score(item: Any) -> float:
+    return float(item.score)
+
+
 def _check_limit(limit: object) -> None:
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
+
+
+def tie_ordered(items: list[T], key: Callable[[T], Any], score: Callable[[T], float] = _score) -> list[T]:
+    """Items in the engine's order, those with equal scores in ``key`` order (engines do not fix that order)."""
+    return [item for _, tied in itertools.groupby(items, key=score) for item in sorted(tied, key=key)]

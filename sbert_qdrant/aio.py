@@ -14,6 +14,7 @@ from qdrant_client import AsyncQdrantClient, models
 from tqdm.auto import tqdm
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict, SearchMode, SearchPlan
+from ._documents_async import AsyncDocuments
 from ._filters import engine_filter
 from ._runtime_async import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
@@ -28,7 +29,7 @@ from .store.factory import open_async_store
 __all__ = ["AsyncTextCollection", "DuplicatePair"]
 
 
-class AsyncTextCollection:
+class AsyncTextCollection(AsyncDocuments):
     """A Qdrant collection of texts embedded by a SentenceEncoder.
 
     Engine: ``location=`` (embedded Qdrant Edge on disk), ``url=``/``api_key=`` (a Qdrant server or Qdrant Cloud),
@@ -246,7 +247,7 @@ class AsyncTextCollection:
         with_payload: bool = True,
         *,
         mode: SearchMode = "dense",
-        fusion: Fusion = "rrf",
+        fusion: Fusion = "dbsf",
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
@@ -254,8 +255,9 @@ class AsyncTextCollection:
         """The ``limit`` stored texts best matching ``query``, best first.
 
         mode: ``"dense"`` (cosine of the SBERT vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both, fused by the
-        engine with ``fusion="rrf"`` — reciprocal rank, ``weights=(dense, sparse)`` — or ``"dbsf"``); the score is
-        the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by maximal marginal relevance (dense vectors).
+        engine with ``fusion="dbsf"`` — distribution-based score fusion — or ``"rrf"`` — reciprocal rank, with
+        ``weights=(dense, sparse)``); the score is the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by
+        maximal marginal relevance (dense vectors).
         candidates: hits each stage draws (default ``max(limit, 100)``).
         """
         found = await self.search_texts(
@@ -281,7 +283,7 @@ class AsyncTextCollection:
         with_payload: bool = True,
         *,
         mode: SearchMode = "dense",
-        fusion: Fusion = "rrf",
+        fusion: Fusion = "dbsf",
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,

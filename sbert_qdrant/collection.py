@@ -16,6 +16,7 @@ from qdrant_client import QdrantClient, models
 from tqdm.auto import tqdm
 
 from ._collection_core import CollectionCore, DuplicatePair, OnConflict, SearchMode, SearchPlan
+from ._documents_sync import Documents
 from ._filters import engine_filter
 from ._runtime_sync import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
@@ -30,7 +31,7 @@ from .store.protocol import VectorStore
 __all__ = ["DuplicatePair", "TextCollection"]
 
 
-class TextCollection:
+class TextCollection(Documents):
     """A Qdrant collection of texts embedded by a SentenceEncoder.
 
     Engine: ``location=`` (embedded Qdrant Edge on disk), ``url=``/``api_key=`` (a Qdrant server or Qdrant Cloud),
@@ -248,7 +249,7 @@ class TextCollection:
         with_payload: bool = True,
         *,
         mode: SearchMode = "dense",
-        fusion: Fusion = "rrf",
+        fusion: Fusion = "dbsf",
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
@@ -256,8 +257,9 @@ class TextCollection:
         """The ``limit`` stored texts best matching ``query``, best first.
 
         mode: ``"dense"`` (cosine of the SBERT vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both, fused by the
-        engine with ``fusion="rrf"`` — reciprocal rank, ``weights=(dense, sparse)`` — or ``"dbsf"``); the score is
-        the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by maximal marginal relevance (dense vectors).
+        engine with ``fusion="dbsf"`` — distribution-based score fusion — or ``"rrf"`` — reciprocal rank, with
+        ``weights=(dense, sparse)``); the score is the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by
+        maximal marginal relevance (dense vectors).
         candidates: hits each stage draws (default ``max(limit, 100)``).
         """
         found = self.search_texts(
@@ -283,7 +285,7 @@ class TextCollection:
         with_payload: bool = True,
         *,
         mode: SearchMode = "dense",
-        fusion: Fusion = "rrf",
+        fusion: Fusion = "dbsf",
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,

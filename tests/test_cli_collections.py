@@ -59,6 +59,24 @@ def test_hybrid_search_and_a_dense_only_index(tmp_path: Path, capsys: pytest.Cap
     assert "has no BM25 vectors" in capsys.readouterr().err
 
 
+def test_documents_are_indexed_in_chunks_and_found_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pages = [
+        {"page": "paris", "body": "Paris is the capital of France. " * 30, "lang": "en"},
+        {"page": "sky", "body": "The sky is blue because of Rayleigh scattering. " * 30, "lang": "en"},
+    ]
+    source = tmp_path / "pages.jsonl"
+    source.write_text("".join(json.dumps(p) + "\n" for p in pages), encoding="utf-8")
+    index = ["index", str(source), "--documents", "--text-field", "body", "--id-field", "page", "--chunk-tokens", "32"]
+    assert main([*index, *_engine(tmp_path)]) == 0
+    assert "2 records" in capsys.readouterr().err
+    search = ["search", "why is the sky blue", "--documents", "--limit", "2", "--json", *_engine(tmp_path)]
+    assert main(search) == 0
+    hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [h["id"] for h in hits] == ["sky", "paris"] and hits[0]["payload"] == {"lang": "en"}
+    chunk = hits[0]["chunks"][0]
+    assert pages[1]["body"][chunk["start"] : chunk["end"]] == chunk["text"]
+
+
 def test_dedup_mines_pairs_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "questions.txt"
     source.write_text("\n".join(r["question"] for r in ROWS) + "\n", encoding="utf-8")

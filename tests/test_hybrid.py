@@ -103,8 +103,8 @@ def test_rrf_weights_pull_the_ranking_towards_one_source(
     claim = queries[0]["text"]
     dense, sparse = ([h.id for h in coll.search_text(claim, limit=5, mode=m)] for m in ("dense", "sparse"))
     assert dense != sparse
-    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", weights=(1.0, 0.0))] == dense
-    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", weights=(0.0, 1.0))] == sparse
+    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", fusion="rrf", weights=(1.0, 0.0))] == dense
+    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", fusion="rrf", weights=(0.0, 1.0))] == sparse
 
 
 def test_filters_and_thresholds_apply_to_hybrid_results(

@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = [
     ("sbert_qdrant/aio.py", "sbert_qdrant/collection.py"),
+    ("sbert_qdrant/_documents_async.py", "sbert_qdrant/_documents_sync.py"),
     ("sbert_qdrant/store/async_client.py", "sbert_qdrant/store/client.py"),
     ("sbert_qdrant/store/async_protocol.py", "sbert_qdrant/store/protocol.py"),
 ]
@@ -32,6 +33,9 @@ RULES = [
     (r"\b__aexit__\b", "__exit__"),
     (r"\basyncio\.sleep\b", "time.sleep"),
     (r"\bAsyncTextCollection\b", "TextCollection"),
+    (r"\bAsyncDocuments\b", "Documents"),
+    (r"\b_AsyncHost\b", "_Host"),
+    (r"\b_documents_async\b", "_documents_sync"),
     (r"\bAsyncClientStore\b", "ClientStore"),
     (r"\bAsyncVectorStore\b", "VectorStore"),
     (r"\bAsyncQdrantClient\b", "QdrantClient"),

@@ -87,7 +87,16 @@ def _index(args: argparse.Namespace) -> int:
     records = read_records(path, args.format, args.text_field, args.id_field, fields)
     with open_collection(args) as coll:
         try:
-            result = coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
+            if args.documents:
+                result = coll.upsert_documents(
+                    records,
+                    chunk_tokens=args.chunk_tokens,
+                    overlap_tokens=args.overlap_tokens,
+                    batch_size=args.batch_size,
+                    on_conflict=args.on_conflict,
+                )
+            else:
+                result = coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
         except PartialWriteError as exc:
             print(
                 f"{path}: stopped: {len(exc.written_ids)} stored, {len(exc.unwritten_ids)} failed, later records "
@@ -122,7 +131,39 @@ def _clip(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _search_documents(args: argparse.Namespace) -> int:
+    with open_collection(args) as coll:
+        found = [
+            coll.search_documents(
+                query,
+                limit=args.limit,
+                query_filter=_filter(args.where),
+                score_threshold=args.threshold,
+                mode=args.mode,
+                fusion=args.fusion,
+            )
+            for query in args.query
+        ]
+    for query, hits in zip(args.query, found, strict=True):
+        if args.json:
+            for hit in hits:
+                chunks = [vars(c) for c in hit.chunks]
+                row = {"query": query, "id": hit.id, "score": hit.score, "payload": hit.payload, "chunks": chunks}
+                print(json.dumps(row, ensure_ascii=False))
+            continue
+        print(f"query: {query}")
+        for rank, hit in enumerate(hits, 1):
+            print(f"  {rank:>2}. {hit.score:6.3f}  document {hit.id}")
+            for chunk in hit.chunks:
+                print(f"        [{chunk.start}:{chunk.end}] {chunk.score:6.3f}  {_clip(chunk.text, 80)}")
+        if not hits:
+            print("  (no hits)")
+    return 0
+
+
 def _search(args: argparse.Namespace) -> int:
+    if args.documents:
+        return _search_documents(args)
     with open_collection(args) as coll:
         hits = coll.search_texts(
             args.query,
@@ -195,6 +236,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="skip: leave already-stored ids alone without re-encoding them (resume an interrupted run)",
     )
     index.add_argument("--no-optimize", dest="optimize", action="store_false", help="skip building the index")
+    index.add_argument("--documents", action="store_true", help="long texts: split into chunks, one document each")
+    index.add_argument("--chunk-tokens", type=int, default=None, help="tokens per chunk (default: the model's limit)")
+    index.add_argument(
+        "--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring chunks (default: 1/8 chunk)"
+    )
     index.add_argument(
         "--no-sparse",
         dest="sparse",
@@ -213,13 +259,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default="dense",
         help="dense (SBERT cosine), sparse (BM25) or hybrid (both, fused by the engine)",
     )
-    search.add_argument("--fusion", choices=FUSIONS, default="rrf", help="how hybrid mode fuses (default rrf)")
+    search.add_argument("--fusion", choices=FUSIONS, default="dbsf", help="how hybrid mode fuses (default dbsf)")
     search.add_argument(
         "--diversity", type=float, default=None, help="0..1: re-rank for variety (MMR); 0 is relevance only"
     )
     search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine in dense mode)")
     search.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="payload filter")
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.add_argument(
+        "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
+    )
     _add_engine_options(search)
     search.set_defaults(run=_search)
 

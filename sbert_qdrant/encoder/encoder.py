@@ -180,8 +180,16 @@ class SentenceEncoder(nn.Module):
     ) -> np.ndarray | torch.Tensor:
         """``encode`` for searched documents: with the first of the model's "document", "passage", "corpus" prompts."""
         if prompt_name is None and prompt is None:
-            prompt_name = next((name for name in _DOCUMENT_PROMPT_NAMES if name in self.prompts), None)
+            prompt_name = self._document_prompt_name()
         return self.encode(texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt)
+
+    def _document_prompt_name(self) -> str | None:
+        return next((name for name in _DOCUMENT_PROMPT_NAMES if name in self.prompts), None)
+
+    @property
+    def document_prompt(self) -> str:
+        """The text ``encode_document`` puts in front of every text ("" for none): it counts towards the token limit."""
+        return self._resolve_prompt(None, self._document_prompt_name())
 
     def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to put in front of every text ("" for none), as sentence-transformers resolves it."""

@@ -103,6 +103,30 @@ def query_requests(
     ]
 
 
+def groups_request(
+    query: SearchQuery,
+    group_by: str,
+    limit: int,
+    group_size: int,
+    query_filter: models.Filter | None,
+    score_threshold: float | None,
+) -> dict[str, Any]:
+    """Arguments of ``query_points_groups`` (the engine groups: a server, and local mode alike)."""
+    return {
+        **_stage(query, query_filter),
+        "group_by": group_by,
+        "limit": limit,
+        "group_size": group_size,
+        "query_filter": query_filter,
+        "score_threshold": score_threshold,
+        "with_payload": True,
+    }
+
+
+def grouped(response: models.GroupsResult) -> list[list[ScoredRecord]]:
+    return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in group.hits] for group in response.groups]
+
+
 def check_local_mode(queries: Sequence[SearchQuery]) -> None:
     """Refuse what qdrant-client's local mode would answer wrongly: it runs MMR over the nearest points only,
     ignoring prefetched (sparse or fused) candidates."""

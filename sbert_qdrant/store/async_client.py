@@ -25,6 +25,7 @@ from .base import (
     SearchQuery,
     StoredRecord,
 )
+from .grouping import first_fetch, group_rows
 from .retry import RetryPolicy
 
 
@@ -100,6 +101,27 @@ class AsyncClientStore:
             rq.check_local_mode(queries)
         requests = rq.query_requests(queries, limit, query_filter, score_threshold, with_payload)
         return rq.scored(await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
+
+    async def query_groups(
+        self,
+        name: str,
+        query: SearchQuery,
+        group_by: str,
+        limit: int,
+        group_size: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+    ) -> list[list[ScoredRecord]]:
+        if self.local:  # local mode's grouping widens every prefetch to the whole collection: group here instead
+            fetch = first_fetch(limit, group_size)
+            while True:
+                rows = (await self.query(name, [query], fetch, query_filter, score_threshold, True))[0]
+                groups = group_rows(rows, group_by)
+                if len(groups) >= limit or len(rows) < fetch:
+                    return [hits[:group_size] for hits in groups[:limit]]
+                fetch *= 4
+        request = rq.groups_request(query, group_by, limit, group_size, query_filter, score_threshold)
+        return rq.grouped(await self._call(f"grouped query of {name!r}", "query_points_groups", name, **request))
 
     async def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
         vectors = rq.vectors_selector(vector_name, with_vectors)

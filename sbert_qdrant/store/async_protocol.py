@@ -58,6 +58,19 @@ class AsyncVectorStore(Protocol):
     ) -> list[list[ScoredRecord]]:
         """The best ``limit`` points of each query, one list per query (the filter applies at every stage)."""
 
+    async def query_groups(
+        self,
+        name: str,
+        query: SearchQuery,
+        group_by: str,
+        limit: int,
+        group_size: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+    ) -> list[list[ScoredRecord]]:
+        """The best ``limit`` groups of points sharing the payload value at ``group_by`` (best point first), each
+        with its ``group_size`` best points, payloads included."""
+
     async def retrieve(
         self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool
     ) -> list[StoredRecord]: ...

@@ -32,6 +32,7 @@ from .base import (
     VectorSpec,
 )
 from .edge_filters import to_edge_filter
+from .grouping import first_fetch, group_rows
 
 _DISTANCES = {
     "cosine": qe.Distance.Cosine,
@@ -204,6 +205,27 @@ class EdgeStore:
             f"query of {name!r}", self._shard(name).shard.query_batch, qe.QueryBatchRequest(requests)
         )
         return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in points] for points in results]
+
+    def query_groups(
+        self,
+        name: str,
+        query: SearchQuery,
+        group_by: str,
+        limit: int,
+        group_size: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+    ) -> list[list[ScoredRecord]]:
+        """Qdrant Edge has no grouping: fetch the best points and group them here, fetching 4x more until ``limit``
+        groups are found or nothing is left, so no group is lost to others' points crowding the list (each group
+        lists its best points among those fetched)."""
+        fetch = first_fetch(limit, group_size)
+        while True:
+            rows = self.query(name, [query], fetch, query_filter, score_threshold, True)[0]
+            groups = group_rows(rows, group_by)
+            if len(groups) >= limit or len(rows) < fetch:
+                return [hits[:group_size] for hits in groups[:limit]]
+            fetch *= 4
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
         found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), True, with_vectors)

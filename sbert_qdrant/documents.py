@@ -1,0 +1,276 @@
+"""Documents as chunks: token-aware splitting with exact character offsets, and the chunk points' ids and payload.
+
+A chunk holds at most ``max_tokens`` tokens of the encoder's own tokenizer (so it is never truncated) and ends, where
+it can, at a sentence end, else between words; the next chunk starts ``overlap_tokens`` earlier, at a word start.
+Every token of a document lands in some chunk, ``document[start:end] == chunk.text``, and a chunk runs up to the next
+one's first token, so the chunks rebuild the document from its first token to its last.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from qdrant_client import models
+
+from .errors import InvalidArgumentError, InvalidInputError
+from .records import ID_NAMESPACE, KEY_KEY, TEXT_KEY, Key, PreparedPoint
+
+#: Token spans (start, end) of a text's tokens, in characters, without special tokens.
+Offsets = Callable[[str], list[tuple[int, int]]]
+#: Payload key of a chunk's document fields (id, chunk index, chunk count, offsets, tokens, version).
+DOCUMENT_KEY = "document"
+#: The payload path Qdrant groups chunks by.
+GROUP_BY = f"{DOCUMENT_KEY}.id"
+Scoring = Literal["max", "sum"]
+_SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]]*\s+$|\n\s*$")  # also the CJK full stops
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One piece of a document: its position in the document (``index``), characters ``start:end`` and text."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    tokens: int
+
+
+def split_document(text: str, offsets: Offsets, max_tokens: int, overlap_tokens: int = 0) -> list[Chunk]:
+    """Split ``text`` (checked non-empty) into chunks of at most ``max_tokens`` tokens."""
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:
+        raise InvalidArgumentError(f"chunk_tokens={max_tokens!r} must be an integer of at least 8.")
+    if (
+        isinstance(overlap_tokens, bool)
+        or not isinstance(overlap_tokens, int)
+        or not 0 <= overlap_tokens < max_tokens // 2
+    ):
+        raise InvalidArgumentError(
+            f"overlap_tokens={overlap_tokens!r} must be an integer from 0 to less than half of chunk_tokens "
+            f"({max_tokens})."
+        )
+    spans = offsets(text)
+    chunks: list[Chunk] = []
+    first = 0
+    while first < len(spans):
+        last = _cut(text, spans, first, min(first + max_tokens, len(spans)))
+        while True:  # re-tokenized on its own, a cut inside a word may need more tokens: shrink until it fits
+            start, end = spans[first][0], spans[last][0] if last < len(spans) else spans[-1][1]
+            count = len(offsets(text[start:end]))
+            if count <= max_tokens or last - first == 1:
+                break
+            last -= max(1, count - max_tokens)
+        chunks.append(Chunk(len(chunks), start, end, text[start:end], count))
+        if last == len(spans):
+            break
+        first = _next_start(text, spans, first, last, overlap_tokens)
+    return chunks
+
+
+def _word_start(text: str, spans: list[tuple[int, int]], i: int) -> bool:
+    """Whether token ``i`` begins a word (whitespace, or the text's start, before it)."""
+    return i == 0 or (spans[i - 1][1] < spans[i][0] and text[spans[i - 1][1] : spans[i][0]].isspace())
+
+
+def _cut(text: str, spans: list[tuple[int, int]], first: int, limit: int) -> int:
+    """Where the chunk starting at token ``first`` ends (exclusive): the last sentence end, else word start, in the
+    second half of the window; else ``limit``."""
+    if limit == len(spans):
+        return limit
+    floor = first + (limit - first) // 2
+    word = None
+    for i in range(limit, floor, -1):
+        if not _word_start(text, spans, i):
+            continue
+        if _SENTENCE_END.search(text[spans[i - 1][0] : spans[i][0]]):
+            return i
+        word = word or i
+    return word or limit
+
+
+def _next_start(text: str, spans: list[tuple[int, int]], first: int, last: int, overlap: int) -> int:
+    """The first token of the next chunk: ``overlap`` tokens before ``last``, moved forward to a word start."""
+    start = max(first + 1, last - overlap)
+    while start < last and not _word_start(text, spans, start):
+        start += 1
+    return start
+
+
+def document_version(document_id: Key, text: str, settings: Mapping[str, Any]) -> str:
+    """A hash of a document's id, text and chunking settings: equal versions store equal chunks."""
+    material = repr((type(document_id).__name__, document_id, text, sorted(settings.items())))
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def chunk_point_id(document_id: Key, index: int) -> str:
+    """The point id of a document's chunk: deterministic from the document's id and the chunk's index."""
+    return str(uuid.uuid5(ID_NAMESPACE, f"chunk:{type(document_id).__name__}:{document_id}:{index}"))
+
+
+def chunk_payload(document_id: Key, chunk: Chunk, count: int, version: str) -> dict[str, Any]:
+    """The ``document`` payload field of a chunk point."""
+    return {
+        "id": document_id,
+        "chunk": chunk.index,
+        "chunks": count,
+        "start": chunk.start,
+        "end": chunk.end,
+        "tokens": chunk.tokens,
+        "version": version,
+    }
+
+
+@dataclass(frozen=True)
+class PreparedDocument:
+    """A checked document split into chunks, with its version (a hash of id, text and chunking)."""
+
+    id: Key
+    payload: dict[str, Any]
+    version: str
+    chunks: list[Chunk]
+
+    @property
+    def point_ids(self) -> list[str]:
+        return [chunk_point_id(self.id, c.index) for c in self.chunks]
+
+    def points(self) -> list[PreparedPoint]:
+        """One point per chunk: the chunk's text, the document's payload and the ``document`` field."""
+        count = len(self.chunks)
+        return [
+            PreparedPoint(
+                point,
+                point,
+                chunk.text,
+                {
+                    TEXT_KEY: chunk.text,
+                    DOCUMENT_KEY: chunk_payload(self.id, chunk, count, self.version),
+                    **self.payload,
+                },
+            )
+            for point, chunk in zip(self.point_ids, self.chunks, strict=True)
+        ]
+
+
+def prepare_document(
+    record: PreparedPoint, index: int, offsets: Offsets, max_tokens: int, overlap_tokens: int
+) -> PreparedDocument:
+    """A document from a checked record (``records.prepared_chunks``): its own fields, chunks and version."""
+    fields = {k: v for k, v in record.payload.items() if k not in (TEXT_KEY, KEY_KEY)}
+    if DOCUMENT_KEY in fields:
+        raise InvalidInputError(
+            f"payloads[{index}] uses the reserved key {DOCUMENT_KEY!r}: sbert-qdrant stores each chunk's document id, "
+            "index and offsets there; rename that field."
+        )
+    chunks = split_document(record.text, offsets, max_tokens, overlap_tokens)
+    settings = {"max_tokens": max_tokens, "overlap_tokens": overlap_tokens, "payload": repr(sorted(fields.items()))}
+    return PreparedDocument(record.id, fields, document_version(record.id, record.text, settings), chunks)
+
+
+def is_stored(document: PreparedDocument, stored: Mapping[str, Mapping[str, Any] | None], any_version: bool) -> bool:
+    """Whether the store holds this document already: every chunk in this version, or (``any_version``) its first
+    chunk in any version."""
+    if any_version:
+        return document.point_ids[0] in stored
+    return all(
+        ((stored.get(point) or {}).get(DOCUMENT_KEY) or {}).get("version") == document.version
+        for point in document.point_ids
+    )
+
+
+def _ids_condition(ids: Sequence[Key]) -> models.Filter:
+    """Chunks of any of the documents (str and int ids matched apart, as they are different ids)."""
+    texts = [k for k in ids if isinstance(k, str)]
+    numbers = [k for k in ids if not isinstance(k, str)]
+    should: list[models.Condition] = [
+        models.FieldCondition(key=GROUP_BY, match=models.MatchAny(any=values)) for values in (texts, numbers) if values
+    ]
+    return models.Filter(should=should)
+
+
+def documents_filter(ids: Sequence[Key]) -> models.Filter:
+    """Every chunk of the documents."""
+    return models.Filter(must=[_ids_condition(ids)])
+
+
+def stale_filter(documents: Sequence[PreparedDocument]) -> models.Filter:
+    """Chunks of the documents in any version other than the one just stored (versions differ per document)."""
+    versions = [d.version for d in documents]
+    return models.Filter(
+        must=[_ids_condition([d.id for d in documents])],
+        must_not=[models.FieldCondition(key=f"{DOCUMENT_KEY}.version", match=models.MatchAny(any=versions))],
+    )
+
+
+def chunks_only(query_filter: models.Filter | None) -> models.Filter:
+    """The caller's filter, restricted to document chunks (a collection may also hold plain texts)."""
+    is_chunk = models.FieldCondition(key=f"{DOCUMENT_KEY}.chunk", range=models.Range(gte=0))
+    return models.Filter(must=[is_chunk, *([query_filter] if query_filter is not None else [])])
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    """A matching chunk of a document: where it sits (characters ``start:end``), its text and its score."""
+
+    index: int
+    start: int
+    end: int
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class DocumentHit:
+    """One document found by ``search_documents``: its id, score (its best chunk's, or their sum), payload and the
+    matching chunks, best first."""
+
+    id: Key
+    score: float
+    payload: dict[str, Any]
+    chunks: list[ChunkHit]
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """A stored document: its text rebuilt from its chunks (first token to last), payload and chunks in order."""
+
+    id: Key
+    text: str
+    payload: dict[str, Any]
+    chunks: list[Chunk]
+
+
+def document_hit(rows: Sequence[tuple[float, Mapping[str, Any]]], scoring: Scoring) -> DocumentHit:
+    """A document hit from its chunks' (score, payload), best first."""
+    chunks = [_chunk_hit(score, payload) for score, payload in rows]
+    fields = _fields(rows[0][1])
+    score = chunks[0].score if scoring == "max" else sum(c.score for c in chunks)
+    return DocumentHit(rows[0][1][DOCUMENT_KEY]["id"], score, fields, chunks)
+
+
+def _chunk_hit(score: float, payload: Mapping[str, Any]) -> ChunkHit:
+    place = payload[DOCUMENT_KEY]
+    return ChunkHit(int(place["chunk"]), int(place["start"]), int(place["end"]), payload.get(TEXT_KEY) or "", score)
+
+
+def _fields(payload: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in payload.items() if k not in (TEXT_KEY, KEY_KEY, DOCUMENT_KEY)}
+
+
+def stored_document(payloads: Sequence[Mapping[str, Any]]) -> StoredDocument:
+    """A document from its chunks' payloads (any order)."""
+    ordered = sorted(payloads, key=lambda p: int(p[DOCUMENT_KEY]["chunk"]))
+    chunks = []
+    for payload in ordered:
+        place = payload[DOCUMENT_KEY]
+        text = payload.get(TEXT_KEY) or ""
+        chunks.append(Chunk(int(place["chunk"]), int(place["start"]), int(place["end"]), text, int(place["tokens"])))
+    text = chunks[0].text
+    for before, chunk in itertools.pairwise(chunks):
+        text += chunk.text[before.end - chunk.start :]  # the overlap is already there
+    return StoredDocument(ordered[0][DOCUMENT_KEY]["id"], text, _fields(ordered[0]), chunks)
