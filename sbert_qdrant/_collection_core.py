@@ -9,7 +9,7 @@ import itertools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -17,16 +17,19 @@ from qdrant_client import models
 
 from ._filters import engine_filter
 from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration, mine_pairs
-from .encoder import Bm25, SentenceEncoder
+from .documents import DocumentHit
+from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     InvalidArgumentError,
     InvalidInputError,
     PartialWriteError,
+    UnsupportedError,
 )
 from .records import (
     KEY_KEY,
+    TEXT_KEY,
     Hit,
     Key,
     PreparedPoint,
@@ -113,6 +116,7 @@ class CollectionCore:
         encode_batch_size: int,
         show_progress_bar: bool | None,
         sparse: Bm25 | Literal["bm25"] | None = "bm25",
+        text_field: str = TEXT_KEY,
     ) -> None:
         if not isinstance(collection_name, str) or not _NAME.fullmatch(collection_name):
             raise InvalidArgumentError(
@@ -131,6 +135,10 @@ class CollectionCore:
             raise InvalidArgumentError(f"sparse={sparse!r} must be 'bm25', a Bm25(...) configuration, or None.")
         if sparse is not None and vector_name == SPARSE_NAME:
             raise InvalidArgumentError(f"vector_name={vector_name!r} is the sparse vector's name; choose another.")
+        if not isinstance(text_field, str) or not text_field or text_field == KEY_KEY:
+            raise InvalidArgumentError(
+                f"text_field={text_field!r} must name the payload field holding the text, e.g. 'page_content'."
+            )
         self.collection_name = collection_name
         self.encoder = encoder
         self.vector_name = vector_name
@@ -144,6 +152,8 @@ class CollectionCore:
         self.recreate = recreate
         self.encode_batch_size = encode_batch_size
         self.show_progress_bar = show_progress_bar
+        #: Payload field of the text: ours (``"text"``), or another tool's in a collection it wrote (read-only).
+        self.text_field = text_field
         self.calibrated: float | None = None
         #: BM25 for a collection this creates; ``bm25_explicit``: the caller chose the settings.
         self.bm25: Bm25 | None = Bm25() if sparse == "bm25" else sparse
@@ -219,8 +229,13 @@ class CollectionCore:
 
     # -- argument checks -------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def check_upsert_args(batch_size: int | None, on_conflict: str, default: int) -> int:
+    def check_upsert_args(self, batch_size: int | None, on_conflict: str, default: int) -> int:
+        if self.text_field != TEXT_KEY:
+            raise UnsupportedError(
+                f"collection {self.collection_name!r} is opened with text_field={self.text_field!r} to read a "
+                "collection another tool wrote; write to it with that tool, or copy its texts into a collection "
+                "of sbert-qdrant's own (default text_field)."
+            )
         if on_conflict not in ("overwrite", "skip"):
             raise InvalidArgumentError(f"on_conflict={on_conflict!r} must be 'overwrite' or 'skip'.")
         if batch_size is None:
@@ -348,10 +363,58 @@ class CollectionCore:
         """The engine's point ids of the caller's ids, in order."""
         return [point_id(key) for key in check_ids(ids)]
 
+    def payload_selector(self, with_payload: bool, rerank: CrossEncoder | None = None) -> PayloadSelector:
+        """What to fetch with hits: everything, or only the caller's id (hits always carry it), and the text when a
+        cross-encoder is to read it."""
+        if with_payload:
+            return True
+        return [KEY_KEY, self.text_field] if rerank is not None else [KEY_KEY]
+
+    # -- re-ranking ------------------------------------------------------------------------------------------------
+
     @staticmethod
-    def payload_selector(with_payload: bool) -> PayloadSelector:
-        """What to fetch with hits: everything, or only the caller's id (hits always carry it)."""
-        return True if with_payload else [KEY_KEY]
+    def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
+        """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank."""
+        _check_limit(limit)
+        if rerank is None:
+            return limit
+        if not isinstance(rerank, CrossEncoder) or rerank.num_labels != 1:
+            raise InvalidArgumentError(
+                f"rerank= must be a CrossEncoder with one output (a relevance score), not {rerank!r:.80}; load one "
+                "with CrossEncoder.load(folder) or train one (sbert-qdrant train --objective cross-encoder-binary)."
+            )
+        if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+            raise InvalidArgumentError(f"rerank_candidates={rerank_candidates!r} must be a positive integer.")
+        return max(limit, rerank_candidates)
+
+    def cross_scores(self, cross: CrossEncoder, pairs: list[tuple[str, str]]) -> list[float]:
+        """Cross-encoder scores of (query, text) pairs (blocking: run off the event loop)."""
+        if not pairs:
+            return []
+        return [float(s) for s in np.asarray(cross.predict(pairs, batch_size=self.encode_batch_size)).ravel()]
+
+    def reranked(self, queries: list[str], found: list[list[Hit]], cross: CrossEncoder, limit: int) -> list[list[Hit]]:
+        """Each query's hits re-scored by the cross-encoder, best ``limit`` first."""
+        pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
+        scores = iter(self.cross_scores(cross, pairs))
+        out = []
+        for hits in found:
+            rescored = [replace(h, score=next(scores), retrieval_score=h.score) for h in hits]
+            out.append(sorted(rescored, key=lambda h: -h.score)[:limit])
+        return out
+
+    def reranked_documents(
+        self, query: str, hits: list[DocumentHit], cross: CrossEncoder, limit: int, scoring: str
+    ) -> list[DocumentHit]:
+        """Documents re-scored by the cross-encoder over their listed chunks, best ``limit`` first."""
+        scores = iter(self.cross_scores(cross, [(query, c.text) for h in hits for c in h.chunks]))
+        out = []
+        for hit in hits:
+            chunks = [replace(c, score=next(scores), retrieval_score=c.score) for c in hit.chunks]
+            chunks.sort(key=lambda c: -c.score)
+            score = chunks[0].score if scoring == "max" else sum(c.score for c in chunks)
+            out.append(replace(hit, score=score, chunks=chunks))
+        return sorted(out, key=lambda h: -h.score)[:limit]
 
     # -- documents -------------------------------------------------------------------------------------------------
 
@@ -400,25 +463,23 @@ class CollectionCore:
             return PointVectors(self.vector_name, dense)
         return PointVectors(self.vector_name, dense, SPARSE_NAME, self.active_bm25.embed_documents(texts))
 
-    @staticmethod
-    def hits(rows: list[ScoredRecord]) -> list[Hit]:
+    def hits(self, rows: list[ScoredRecord]) -> list[Hit]:
         """Hits in the engine's order; points with equal scores (common after rank fusion) in point-id order, which
         engines do not fix."""
         out = []
         for row in tie_ordered(rows, _id):
-            key, text, fields = split_payload(row.id, row.payload)
+            key, text, fields = split_payload(row.id, row.payload, self.text_field)
             out.append(Hit(key, row.score, text, fields, row.id))
         return out
 
-    @staticmethod
-    def stored_texts(order: list[str], found: list[StoredRecord]) -> list[StoredText]:
+    def stored_texts(self, order: list[str], found: list[StoredRecord]) -> list[StoredText]:
         """The records found, in the order asked (by point id); missing ones left out."""
         by_id = {r.id: r for r in found}
         out = []
         for point in dict.fromkeys(order):
             record = by_id.get(point)
             if record is not None:
-                key, text, fields = split_payload(point, record.payload)
+                key, text, fields = split_payload(point, record.payload, self.text_field)
                 out.append(StoredText(key, text, fields, record.vector, point))
         return out
 
@@ -485,9 +546,8 @@ class CollectionCore:
         own = [text_id(text) for text in texts]
         return [[h for h in hits if h.point_id != point][:limit] for point, hits in zip(own, found, strict=True)]
 
-    @staticmethod
     def pairs_from(
-        records: list[StoredRecord], threshold: float, top_k: int, limit: int | None, chunk_size: int
+        self, records: list[StoredRecord], threshold: float, top_k: int, limit: int | None, chunk_size: int
     ) -> list[DuplicatePair]:
         """The most similar pairs among stored records (read with their vectors), best first."""
         records = [r for r in records if r.vector is not None]  # a point without our vector has nothing to compare
@@ -495,7 +555,7 @@ class CollectionCore:
             return []
         ids, texts = [], []
         for record in records:
-            key, text, _ = split_payload(record.id, record.payload)
+            key, text, _ = split_payload(record.id, record.payload, self.text_field)
             ids.append(key)
             texts.append(text)
         vectors = np.stack([r.vector for r in records])  # type: ignore[misc]

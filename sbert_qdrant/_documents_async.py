@@ -29,6 +29,7 @@ from .documents import (
     stale_filter,
     stored_document,
 )
+from .encoder import CrossEncoder
 from .errors import InvalidArgumentError
 from .records import Key, PreparedPoint, UpsertResult, check_id, check_ids, prepared_chunks
 from .store.async_protocol import AsyncVectorStore
@@ -141,32 +142,38 @@ class AsyncDocuments:
         chunks: int = 3,
         score: Scoring = "max",
         candidates: int | None = None,
+        rerank: CrossEncoder | None = None,
+        rerank_candidates: int = 50,
     ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
 
         score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
         their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
+        rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
         """
         core = self._core
+        depth = core.rerank_depth(rerank, rerank_candidates, limit)
         if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
             raise InvalidArgumentError(f"chunks={chunks!r} must be a positive integer.")
         if score not in ("max", "sum"):
             raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
         if candidates is None:
-            candidates = max(limit * chunks * 4, 100) if isinstance(limit, int) else None
-        plan = core.search_plan(mode, fusion, weights, None, candidates, limit)
-        texts, selected = core.check_search_args([query], limit, query_filter, score_threshold, plan)
+            candidates = max(depth * chunks * 4, 100)
+        plan = core.search_plan(mode, fusion, weights, None, candidates, depth)
+        texts, selected = core.check_search_args([query], depth, query_filter, score_threshold, plan)
         await self._ensure(create=False)
         search = (await run_blocking(core.search_queries, texts, plan))[0]
         groups = await self._store.query_groups(
-            core.collection_name, search, GROUP_BY, limit, chunks, chunks_only(selected), score_threshold
+            core.collection_name, search, GROUP_BY, depth, chunks, chunks_only(selected), score_threshold
         )
         hits = [
             document_hit([(r.score, r.payload or {}) for r in tie_ordered(rows, _chunk_index)], score)
             for rows in groups
             if rows
         ]
+        if rerank is not None:
+            return await run_blocking(core.reranked_documents, texts[0], hits, rerank, limit, score)
         if score == "sum":
             hits.sort(key=lambda h: -h.score)
         return tie_ordered(hits, lambda h: (type(h.id).__name__, str(h.id)))

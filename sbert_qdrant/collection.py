@@ -20,7 +20,7 @@ from ._documents_sync import Documents
 from ._filters import engine_filter
 from ._runtime_sync import Lock, Writer, run_blocking
 from .dedup import Calibration, best_f1_threshold
-from .encoder import Bm25, SentenceEncoder
+from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .records import Hit, Key, PreparedPoint, StoredText, UpsertResult, prepared_chunks
 from .settings import Settings
 from .store import RetryPolicy
@@ -40,7 +40,9 @@ class TextCollection(Documents):
     the encoder's size and cosine distance and, unless ``sparse=None``, a BM25 sparse vector (``sparse="bm25"`` or
     your ``Bm25(...)`` settings) for ``mode="sparse"``/``"hybrid"`` searches; an existing one is checked and used as
     it is, never recreated unless ``recreate=True``. Ids are yours (any str or int given to ``upsert_texts``, else
-    the id derived from the text) everywhere.
+    the id derived from the text) everywhere. A collection another tool wrote is read and searched as it is with
+    its vector's name and its text's payload field, e.g. langchain-qdrant's ``vector_name="", text_field=
+    "page_content"`` (read-only: writes are refused).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class TextCollection(Documents):
         api_key: str | None = None,
         client: QdrantClient | None = None,
         vector_name: str = "text",
+        text_field: str = "text",
         sparse: Bm25 | Literal["bm25"] | None = "bm25",
         distance: Distance = "cosine",
         on_disk: bool = False,
@@ -83,6 +86,7 @@ class TextCollection(Documents):
             encode_batch_size=encode_batch_size,
             show_progress_bar=show_progress_bar,
             sparse=sparse,
+            text_field=text_field,
         )
         self._store: VectorStore = open_store(location, url, api_key, client, settings, retry)
         self._ready = False
@@ -253,6 +257,8 @@ class TextCollection(Documents):
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
+        rerank: CrossEncoder | None = None,
+        rerank_candidates: int = 50,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first.
 
@@ -260,7 +266,8 @@ class TextCollection(Documents):
         engine with ``fusion="dbsf"`` — distribution-based score fusion — or ``"rrf"`` — reciprocal rank, with
         ``weights=(dense, sparse)``); the score is the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by
         maximal marginal relevance (dense vectors).
-        candidates: hits each stage draws (default ``max(limit, 100)``).
+        candidates: hits each stage draws (default ``max(limit, 100)``). rerank: a CrossEncoder that re-scores the
+        best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score.
         """
         found = self.search_texts(
             [query],
@@ -273,6 +280,8 @@ class TextCollection(Documents):
             weights=weights,
             diversity=diversity,
             candidates=candidates,
+            rerank=rerank,
+            rerank_candidates=rerank_candidates,
         )
         return found[0]
 
@@ -289,10 +298,17 @@ class TextCollection(Documents):
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
+        rerank: CrossEncoder | None = None,
+        rerank_candidates: int = 50,
     ) -> list[list[Hit]]:
-        """``search_text`` for many queries: one encode, one batched query."""
-        plan = self._core.search_plan(mode, fusion, weights, diversity, candidates, limit)
-        return self._search(queries, limit, query_filter, score_threshold, with_payload, plan)
+        """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
+        core = self._core
+        depth = core.rerank_depth(rerank, rerank_candidates, limit)
+        plan = core.search_plan(mode, fusion, weights, diversity, candidates, depth)
+        found = self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
+        if rerank is None or not found:
+            return found
+        return run_blocking(core.reranked, list(queries), found, rerank, limit)
 
     def _search(
         self,
@@ -302,6 +318,7 @@ class TextCollection(Documents):
         score_threshold: float | None,
         with_payload: bool,
         plan: SearchPlan,
+        rerank: CrossEncoder | None = None,
     ) -> list[list[Hit]]:
         core = self._core
         texts, selected = core.check_search_args(queries, limit, query_filter, score_threshold, plan)
@@ -310,7 +327,12 @@ class TextCollection(Documents):
             return []
         searches = run_blocking(core.search_queries, texts, plan)
         found = self._store.query(
-            self.collection_name, searches, limit, selected, score_threshold, core.payload_selector(with_payload)
+            self.collection_name,
+            searches,
+            limit,
+            selected,
+            score_threshold,
+            core.payload_selector(with_payload, rerank),
         )
         return [core.hits(rows) for rows in found]
 

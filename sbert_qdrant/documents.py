@@ -215,13 +215,15 @@ def chunks_only(query_filter: models.Filter | None) -> models.Filter:
 
 @dataclass(frozen=True)
 class ChunkHit:
-    """A matching chunk of a document: where it sits (characters ``start:end``), its text and its score."""
+    """A matching chunk of a document: where it sits (characters ``start:end``), its text and its score (after
+    re-ranking, the cross-encoder's; ``retrieval_score``: the search's)."""
 
     index: int
     start: int
     end: int
     text: str
     score: float
+    retrieval_score: float | None = None
 
 
 @dataclass(frozen=True)

@@ -76,13 +76,17 @@ class TextRecord:
 
 @dataclass(frozen=True)
 class Hit:
-    """A search result: the record's id, score, stored text and the caller's payload (``point_id``: the engine's)."""
+    """A search result: the record's id, score, stored text and the caller's payload (``point_id``: the engine's).
+
+    After re-ranking by a cross-encoder, ``score`` is the cross-encoder's and ``retrieval_score`` the search's.
+    """
 
     id: Key
     score: float
     text: str | None
     payload: dict[str, Any] = field(default_factory=dict)
     point_id: str = ""
+    retrieval_score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,11 +121,15 @@ class UpsertResult(list[Key]):
         self.skipped = skipped
 
 
-def split_payload(point: str, payload: Mapping[str, Any] | None) -> tuple[Key, str | None, dict[str, Any]]:
-    """(id, text, the caller's fields) of a stored point: the id is the stored key, else the point id."""
+def split_payload(
+    point: str, payload: Mapping[str, Any] | None, text_key: str = TEXT_KEY
+) -> tuple[Key, str | None, dict[str, Any]]:
+    """(id, text, the caller's fields) of a stored point: the id is the stored key, else the point id; the text is
+    under ``text_key`` (another tool's field, e.g. langchain-qdrant's ``"page_content"``)."""
     fields = dict(payload or {})
     key = fields.pop(KEY_KEY, None)
-    return (point if key is None else key), fields.pop(TEXT_KEY, None), fields
+    text = fields.pop(text_key, None)
+    return (point if key is None else key), (text if isinstance(text, str) else None), fields
 
 
 def check_text(text: object, where: str, fix: str = "drop it before upserting") -> str:

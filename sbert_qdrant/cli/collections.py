@@ -17,7 +17,7 @@ from qdrant_client import models
 
 from .._collection_core import FUSIONS, SEARCH_MODES
 from ..collection import TextCollection
-from ..encoder import PRECISIONS, SentenceEncoder
+from ..encoder import PRECISIONS, CrossEncoder, SentenceEncoder
 from ..errors import DataFormatError, InvalidInputError, PartialWriteError
 from ..files import FORMATS, read_rows
 from ..records import TextRecord
@@ -131,7 +131,14 @@ def _clip(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _cross_encoder(args: argparse.Namespace) -> CrossEncoder | None:
+    if args.rerank is None:
+        return None
+    return CrossEncoder.load(args.rerank, device=args.device or Settings().device, precision=args.precision)
+
+
 def _search_documents(args: argparse.Namespace) -> int:
+    cross_encoder = _cross_encoder(args)
     with open_collection(args) as coll:
         found = [
             coll.search_documents(
@@ -141,6 +148,8 @@ def _search_documents(args: argparse.Namespace) -> int:
                 score_threshold=args.threshold,
                 mode=args.mode,
                 fusion=args.fusion,
+                rerank=cross_encoder,
+                rerank_candidates=args.rerank_candidates,
             )
             for query in args.query
         ]
@@ -173,11 +182,15 @@ def _search(args: argparse.Namespace) -> int:
             mode=args.mode,
             fusion=args.fusion,
             diversity=args.diversity,
+            rerank=_cross_encoder(args),
+            rerank_candidates=args.rerank_candidates,
         )
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
             for hit in found:
                 row = {"query": query, "id": hit.id, "score": hit.score, "text": hit.text}
+                if hit.retrieval_score is not None:
+                    row["retrieval_score"] = hit.retrieval_score
                 print(json.dumps({**row, "payload": hit.payload}, ensure_ascii=False))
             continue
         print(f"query: {query}")
@@ -266,6 +279,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine in dense mode)")
     search.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="payload filter")
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
+    search.add_argument("--rerank", default=None, metavar="MODEL_DIR", help="re-rank hits with this cross-encoder")
+    search.add_argument("--rerank-candidates", type=int, default=50, help="hits the cross-encoder re-scores")
     search.add_argument(
         "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
     )

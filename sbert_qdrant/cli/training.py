@@ -1,4 +1,5 @@
-"""``sbert-qdrant train`` and ``sbert-qdrant evaluate``: fine-tune an encoder on files, score it on files."""
+"""``sbert-qdrant train`` and ``sbert-qdrant evaluate``: fine-tune an encoder or cross-encoder on files, score it on
+files."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ from typing import Any
 
 import torch
 
-from ..encoder import SentenceEncoder
+from ..encoder import CrossEncoder, SentenceEncoder, resolve_model_folder
+from ..encoder.cross_loading import is_cross_encoder
 from ..errors import InvalidArgumentError
 from ..files import read_columns
 from ..training import (
     NLI_LABELS,
     CosineSimilarityLoss,
+    CrossEncoderBCELoss,
+    CrossEncoderMSELoss,
     Evaluator,
     Example,
     MultipleNegativesRankingLoss,
@@ -55,7 +59,16 @@ _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...],
         ("is_duplicate", "label"),
         (("question1", "question2"), ("sentence1", "sentence2")),
     ),
+    "cross-encoder-binary": (
+        CrossEncoderBCELoss,
+        "binary",
+        ("is_duplicate", "label"),
+        (("question1", "question2"), ("sentence1", "sentence2"), ("query", "text")),
+    ),
+    "cross-encoder-regression": (CrossEncoderMSELoss, "score", ("score", "label"), (("sentence1", "sentence2"),)),
 }
+#: Objectives that train a CrossEncoder (the others train a SentenceEncoder).
+_CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression"}
 _PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
 
 
@@ -86,7 +99,7 @@ def _label_column(path: str, given: str | None, candidates: Sequence[str]) -> st
 
 
 def _task(
-    args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder
+    args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder | CrossEncoder
 ) -> tuple[Objective, list[Example]]:
     loss_class, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
     texts = _columns(path, args.columns, text_candidates, objective)
@@ -125,6 +138,17 @@ def _split(rows: list[Example]) -> tuple[list[str], list[str]]:
     return [r.texts[0] for r in rows], [r.texts[1] for r in rows]
 
 
+def _load_model(args: argparse.Namespace, train_cross_encoder: bool = False) -> SentenceEncoder | CrossEncoder:
+    """The model in ``--model``: a cross-encoder folder loads as one; training one from anything else starts it."""
+    folder = resolve_model_folder(args.model)
+    device, max_seq_length = args.device, args.max_seq_length
+    if is_cross_encoder(folder):
+        return CrossEncoder.load(folder, device=device, max_seq_length=max_seq_length)
+    if train_cross_encoder:
+        return CrossEncoder.from_transformer(folder, device=device, max_seq_length=max_seq_length, seed=args.seed)
+    return SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length)
+
+
 def _train(args: argparse.Namespace) -> int:
     objectives = args.objective or ["softmax-nli"]
     if len(objectives) == 1:
@@ -133,10 +157,21 @@ def _train(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"got {len(args.objective)} --objective and {len(args.train)} --train; give one objective, or one per file."
         )
+    cross = {objective in _CROSS_ENCODER_OBJECTIVES for objective in objectives}
+    if len(cross) > 1:
+        raise InvalidArgumentError(
+            f"--objective {' '.join(objectives)} mixes cross-encoder objectives with bi-encoder ones; they train "
+            "different models, so train them in separate runs."
+        )
     evaluators = _evaluators(args)
     if len(evaluators) > 1:
         raise InvalidArgumentError("give one --eval-sts or --eval-pairs file; the best model is kept by its metric.")
-    encoder = SentenceEncoder.load(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    encoder = _load_model(args, train_cross_encoder=cross == {True})
+    if isinstance(encoder, CrossEncoder) != (cross == {True}):
+        raise InvalidArgumentError(
+            f"--model {args.model} is a cross-encoder; train it with --objective cross-encoder-binary or "
+            "cross-encoder-regression."
+        )
     torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
     config = TrainingConfig(
@@ -170,14 +205,19 @@ def _evaluate(args: argparse.Namespace) -> int:
     evaluators = _evaluators(args)
     if not evaluators:
         raise InvalidArgumentError("nothing to evaluate; give --sts, --pairs or --retrieval FILE.")
-    encoder = SentenceEncoder.load(args.model, device=args.device, max_seq_length=args.max_seq_length)
+    encoder = _load_model(args)
     for name, path, evaluator in evaluators:
         print(json.dumps({"evaluator": name, "file": path, **evaluator(encoder)}))
     return 0
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2)")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help="folder or hub id (default: all-MiniLM-L6-v2); a cross-encoder folder loads as a cross-encoder, and the "
+        "cross-encoder objectives start a new one from any other model's transformer",
+    )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
     parser.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
     parser.add_argument("--eval-columns", default=None, help="text columns of the evaluation files, comma-separated")
@@ -186,7 +226,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     train = commands.add_parser(
-        "train", help="fine-tune an encoder on pairs or triplets from JSONL/CSV/TSV files (optionally .gz)"
+        "train",
+        help="fine-tune an encoder (or a cross-encoder) on pairs or triplets from JSONL/CSV/TSV files (optionally .gz)",
     )
     train.add_argument("--objective", action="append", choices=sorted(_OBJECTIVES), help="one, or one per --train")
     train.add_argument("--train", action="append", required=True, metavar="FILE", help="training file (repeatable)")

@@ -1,7 +1,8 @@
-"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; BM25 sparse term weights."""
+"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; BM25 sparse term weights."""
 
 from __future__ import annotations
 
+from .cross_encoder import CrossEncoder, RankedText
 from .encoder import SentenceEncoder
 from .layers import Dense, Normalize
 from .loading import DEFAULT_MODEL, resolve_model_folder
@@ -16,10 +17,12 @@ __all__ = [
     "PRECISIONS",
     "AttentionPooling",
     "Bm25",
+    "CrossEncoder",
     "Dense",
     "Normalize",
     "Pooling",
     "Precision",
+    "RankedText",
     "SentenceEncoder",
     "Transformer",
     "WeightedLayerPooling",

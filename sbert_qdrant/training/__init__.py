@@ -1,4 +1,5 @@
-"""Fine-tuning: data readers, the SBERT objectives, a trainer and evaluators. Uses the encoder, never the store."""
+"""Fine-tuning: data readers, the SBERT and cross-encoder objectives, a trainer and evaluators. Uses the encoder,
+never the store."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from .losses import (
     Batch,
     CoSENTLoss,
     CosineSimilarityLoss,
+    CrossEncoderBCELoss,
+    CrossEncoderMSELoss,
+    CrossEncoderObjective,
     MultipleNegativesRankingLoss,
     Objective,
     OnlineContrastiveLoss,
+    SentenceObjective,
     SoftmaxLoss,
     TripletLoss,
     make_batch,
@@ -33,6 +38,9 @@ __all__ = [
     "CheckpointError",
     "CoSENTLoss",
     "CosineSimilarityLoss",
+    "CrossEncoderBCELoss",
+    "CrossEncoderMSELoss",
+    "CrossEncoderObjective",
     "DataFormatError",
     "Evaluator",
     "Example",
@@ -42,6 +50,7 @@ __all__ = [
     "PairClassificationEvaluator",
     "RetrievalEvaluator",
     "STSEvaluator",
+    "SentenceObjective",
     "SoftmaxLoss",
     "Trainer",
     "TrainingConfig",

@@ -1,8 +1,8 @@
 """Resumable checkpoints: a loadable model folder plus the optimizer, scheduler, RNG and step that produced it.
 
-Layout of ``checkpoint/``: the sentence-transformers model files (with ``softmax_head/`` when training
-with SoftmaxLoss), ``trainer_state.json`` (step, best metric, configuration; human-readable) and
-``trainer_state.pt`` (tensors; read with ``torch.load(weights_only=True)``).
+Layout of ``checkpoint/``: the sentence-transformers model files of the encoder or cross-encoder (with
+``softmax_head/`` when training with SoftmaxLoss), ``trainer_state.json`` (step, best metric, configuration;
+human-readable) and ``trainer_state.pt`` (tensors; read with ``torch.load(weights_only=True)``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..encoder import SentenceEncoder
+from ..encoder import CrossEncoder, SentenceEncoder
 from ..errors import ModelLoadError
 from .losses import Objective, SoftmaxLoss
 
@@ -27,8 +27,8 @@ class CheckpointError(ModelLoadError):
     """A checkpoint that cannot be resumed: missing files, or a run configured differently."""
 
 
-def save_model(folder: Path, encoder: SentenceEncoder, objectives: list[Objective]) -> None:
-    """The encoder in sentence-transformers format, plus the first SoftmaxLoss head (if any)."""
+def save_model(folder: Path, encoder: SentenceEncoder | CrossEncoder, objectives: list[Objective]) -> None:
+    """The model in sentence-transformers format, plus the first SoftmaxLoss head (if any)."""
     encoder.save(folder)
     heads = [o for o in objectives if isinstance(o, SoftmaxLoss)]
     if heads:
@@ -55,7 +55,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def write_checkpoint(
     folder: Path,
-    encoder: SentenceEncoder,
+    encoder: SentenceEncoder | CrossEncoder,
     objectives: list[Objective],
     summary: dict[str, Any],
     tensors: dict[str, Any],
@@ -80,14 +80,16 @@ def latest_checkpoint(path: Path) -> Path:
     return found[-1]
 
 
-def read_checkpoint(folder: Path, device: torch.device) -> tuple[dict[str, Any], dict[str, Any], SentenceEncoder]:
-    """The summary, the tensor state (on CPU; the optimizer moves its own) and the saved encoder of a checkpoint."""
+def read_checkpoint(
+    folder: Path, model_class: type[SentenceEncoder] | type[CrossEncoder], device: torch.device
+) -> tuple[dict[str, Any], dict[str, Any], SentenceEncoder | CrossEncoder]:
+    """The summary, the tensor state (on CPU; the optimizer moves its own) and the saved model of a checkpoint."""
     try:
         summary = json.loads((folder / STATE_JSON).read_text(encoding="utf-8"))
         tensors = torch.load(folder / STATE_TENSORS, map_location="cpu", weights_only=True)
     except (OSError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"cannot read the checkpoint in {folder} ({exc}); resume from another one.") from exc
-    return summary, tensors, SentenceEncoder.load(folder, device=device)
+    return summary, tensors, model_class.load(folder, device=device)
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

@@ -1,8 +1,9 @@
 """Evaluators: STS (Spearman/Pearson), pair classification (accuracy, F1, AP) and retrieval (MRR, nDCG, recall).
 
 An evaluator is called with an encoder and returns ``{metric: value}``; ``primary_metric`` names the one the
-trainer keeps the best checkpoint by. Correlations, accuracy, F1, AP, MRR, nDCG and recall are percentages
-(x100); thresholds are cosine values.
+trainer keeps the best checkpoint by. The pair evaluators also take a :class:`CrossEncoder`, whose ``predict`` score
+replaces the cosine. Correlations, accuracy, F1, AP, MRR, nDCG and recall are percentages (x100); thresholds are
+cosine values (a cross-encoder's scores).
 """
 
 from __future__ import annotations
@@ -15,20 +16,20 @@ import numpy as np
 from scipy.stats import pearsonr, spearmanr
 
 from ..dedup import average_precision, best_accuracy_threshold, best_f1_threshold
-from ..encoder import SentenceEncoder
+from ..encoder import CrossEncoder, SentenceEncoder
 from ..errors import InvalidArgumentError, InvalidInputError
 
 
 class Evaluator(Protocol):
-    """Anything the trainer can evaluate with: callable on an encoder, naming its primary metric."""
+    """Anything the trainer can evaluate with: callable on an encoder (or cross-encoder), naming its primary metric."""
 
     primary_metric: str
 
-    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]: ...
+    def __call__(self, encoder: SentenceEncoder | CrossEncoder) -> dict[str, float]: ...
 
 
 class _PairEvaluator:
-    """Shared by the pair evaluators: the pairs, their gold values and the cosine of each pair."""
+    """Shared by the pair evaluators: the pairs, their gold values and the score of each pair."""
 
     def __init__(
         self, sentences1: Sequence[str], sentences2: Sequence[str], gold: Sequence[float], batch_size: int = 64
@@ -42,8 +43,16 @@ class _PairEvaluator:
         self.gold = np.asarray(gold, dtype=np.float64)
         self.batch_size = batch_size
 
-    def cosines(self, encoder: SentenceEncoder) -> np.ndarray:
-        """cos(u, v) of every pair; each distinct text is encoded once."""
+    def scores(self, encoder: SentenceEncoder | CrossEncoder) -> np.ndarray:
+        """cos(u, v) of every pair, each distinct text encoded once; or a cross-encoder's score of every pair."""
+        if isinstance(encoder, CrossEncoder):
+            if encoder.num_labels != 1:
+                raise InvalidArgumentError(
+                    f"{type(self).__name__} needs one score per pair; this cross-encoder has "
+                    f"num_labels={encoder.num_labels}."
+                )
+            pairs = list(zip(self.sentences1, self.sentences2, strict=True))
+            return np.asarray(encoder.predict(pairs, batch_size=self.batch_size, show_progress_bar=False), np.float64)
         texts = list(dict.fromkeys([*self.sentences1, *self.sentences2]))
         vectors = np.asarray(encoder.encode(texts, batch_size=self.batch_size, normalize=True))
         index = {text: i for i, text in enumerate(texts)}
@@ -53,20 +62,20 @@ class _PairEvaluator:
 
 
 class STSEvaluator(_PairEvaluator):
-    """Spearman and Pearson correlation (x100) of cos(u, v) with gold similarity scores."""
+    """Spearman and Pearson correlation (x100) of cos(u, v), or the cross-encoder's score, with gold scores."""
 
     primary_metric = "spearman"
 
-    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
-        cosine = self.cosines(encoder)
+    def __call__(self, encoder: SentenceEncoder | CrossEncoder) -> dict[str, float]:
+        scores = self.scores(encoder)
         return {
-            "spearman": 100 * float(spearmanr(cosine, self.gold).statistic),
-            "pearson": 100 * float(pearsonr(cosine, self.gold).statistic),
+            "spearman": 100 * float(spearmanr(scores, self.gold).statistic),
+            "pearson": 100 * float(pearsonr(scores, self.gold).statistic),
         }
 
 
 def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """Best accuracy and best F1 over all cosine thresholds (a pair is positive when its score >= threshold)."""
+    """Best accuracy and best F1 over all score thresholds (a pair is positive when its score >= threshold)."""
     accuracy_threshold, accuracy = best_accuracy_threshold(scores, labels)
     f1 = best_f1_threshold(scores, labels)
     return {
@@ -80,7 +89,8 @@ def best_thresholds(scores: np.ndarray, labels: np.ndarray) -> dict[str, float]:
 
 
 class PairClassificationEvaluator(_PairEvaluator):
-    """Duplicate detection from cosine: best-threshold accuracy and F1 (with precision, recall) and AP (primary)."""
+    """Duplicate detection from cosine (or a cross-encoder's score): best-threshold accuracy and F1 (with precision,
+    recall) and AP (primary)."""
 
     primary_metric = "ap"
 
@@ -99,9 +109,9 @@ class PairClassificationEvaluator(_PairEvaluator):
                 f"pairs have {positives} duplicates. Check the label column of the evaluation file."
             )
 
-    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
-        cosine = self.cosines(encoder)
-        return {**best_thresholds(cosine, self.labels), "ap": 100 * average_precision(cosine, self.labels)}
+    def __call__(self, encoder: SentenceEncoder | CrossEncoder) -> dict[str, float]:
+        scores = self.scores(encoder)
+        return {**best_thresholds(scores, self.labels), "ap": 100 * average_precision(scores, self.labels)}
 
 
 class TextSearcher(Protocol):
@@ -172,8 +182,13 @@ class RetrievalEvaluator:
                 ranked.append([self.corpus_ids[i] for i in best])
         return ranked
 
-    def __call__(self, encoder: SentenceEncoder) -> dict[str, float]:
+    def __call__(self, encoder: SentenceEncoder | CrossEncoder) -> dict[str, float]:
         if self.searcher is None:
+            if isinstance(encoder, CrossEncoder):
+                raise InvalidArgumentError(
+                    "a cross-encoder cannot search a corpus on its own; pass a searcher (a collection that "
+                    "retrieves, and may re-rank with it) or evaluate a SentenceEncoder."
+                )
             ranked = self._rank_in_memory(encoder)
         else:
             searcher = self.searcher

@@ -24,12 +24,13 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..encoder import SentenceEncoder
+from ..encoder import CrossEncoder, SentenceEncoder
 from ..errors import InvalidArgumentError
 from . import checkpoint as ckpt
 from .data import Example
 from .evaluation import Evaluator
 from .losses import Batch, Objective, SoftmaxLoss
+from .losses.base import Columns
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +128,7 @@ def _no_decay(name: str) -> bool:
 @dataclass
 class _Task:
     objective: Objective
-    columns: list[list[list[int]]]  # column -> example -> token ids
+    columns: Columns  # as the objective tokenized its examples
     labels: torch.Tensor | None
 
     @property
@@ -136,7 +137,7 @@ class _Task:
 
 
 class Trainer:
-    """Fine-tunes a :class:`SentenceEncoder` on one or more (objective, examples) tasks.
+    """Fine-tunes a :class:`SentenceEncoder` or a :class:`CrossEncoder` on one or more (objective, examples) tasks.
 
     Every objective must wrap ``encoder``. Trainable pooling and Dense modules in the encoder train with the
     transformer. With ``output_dir`` the final model (the best one by the evaluator's primary metric, when an
@@ -145,7 +146,7 @@ class Trainer:
 
     def __init__(
         self,
-        encoder: SentenceEncoder,
+        encoder: SentenceEncoder | CrossEncoder,
         tasks: Sequence[tuple[Objective, Sequence[Example]]],
         config: TrainingConfig | None = None,
         evaluator: Evaluator | None = None,
@@ -173,16 +174,10 @@ class Trainer:
         self.autocast = autocast_dtype(self.config.precision, encoder.device)
 
     def _tokenize(self) -> list[_Task]:
-        tasks = []
-        for objective, examples in zip(self.objectives, self.examples, strict=True):
-            columns = []
-            for c in range(len(examples[0].texts)):
-                ids, cut = self.encoder.transformer.tokenize([e.texts[c] for e in examples])
-                if cut:
-                    logger.warning("%d of %d training texts were truncated to max_seq_length.", cut, len(ids))
-                columns.append(ids)
-            tasks.append(_Task(objective, columns, objective.labels_tensor([e.label for e in examples])))
-        return tasks
+        return [
+            _Task(objective, objective.tokenize(examples), objective.labels_tensor([e.label for e in examples]))
+            for objective, examples in zip(self.objectives, self.examples, strict=True)
+        ]
 
     def batches_per_epoch(self) -> int:
         """Optimizer steps in one epoch: round-robin until the smallest task is used up."""
@@ -200,8 +195,7 @@ class Trainer:
         generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
         order = torch.randperm(task.size, generator=generator)
         index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size].tolist()
-        collate, device = self.encoder.transformer.collate, self.encoder.device
-        features = [collate([column[i] for i in index], device) for column in task.columns]
+        features = task.objective.collate(task.columns, index)
         labels = None if task.labels is None else task.labels[index].to(self.encoder.device)
         return task.objective, Batch(features, len(index), labels)
 
@@ -329,7 +323,7 @@ class Trainer:
         total: int,
     ) -> None:
         folder = ckpt.latest_checkpoint(path)
-        summary, tensors, saved = ckpt.read_checkpoint(folder, self.encoder.device)
+        summary, tensors, saved = ckpt.read_checkpoint(folder, type(self.encoder), self.encoder.device)
         ours, theirs = dataclasses.asdict(self.config), summary.get("config", {})
         changed = [f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in _TRAJECTORY_FIELDS if theirs.get(k) != ours[k]]
         if summary.get("total_steps") != total:
@@ -357,9 +351,10 @@ class Trainer:
         best = self.output_dir / BEST
         if result.best_step is not None and result.best_step != result.steps and best.is_dir():
             logger.info("restoring the best model (step %d, %s)", result.best_step, result.best_metric)
-            self.encoder.load_state_dict(SentenceEncoder.load(best, device=self.encoder.device).state_dict())
+            self.encoder.load_state_dict(type(self.encoder).load(best, device=self.encoder.device).state_dict())
             heads = [o for o in self.objectives if isinstance(o, SoftmaxLoss)]
             if heads:
-                heads[0].classifier.load_state_dict(SoftmaxLoss.load_head(self.encoder, best).classifier.state_dict())
+                saved = SoftmaxLoss.load_head(heads[0].encoder, best)
+                heads[0].classifier.load_state_dict(saved.classifier.state_dict())
         ckpt.save_model(self.output_dir, self.encoder, self.objectives)
         shutil.rmtree(best, ignore_errors=True)

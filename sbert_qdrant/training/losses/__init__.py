@@ -1,9 +1,11 @@
-"""Training objectives: each an ``nn.Module`` over a :class:`SentenceEncoder` returning a scalar loss."""
+"""Training objectives: each an ``nn.Module`` over a :class:`SentenceEncoder` or :class:`CrossEncoder` returning a
+scalar loss."""
 
 from __future__ import annotations
 
-from .base import Batch, Objective, make_batch
+from .base import Batch, Objective, SentenceObjective, make_batch
 from .contrastive import OnlineContrastiveLoss
+from .cross import CrossEncoderBCELoss, CrossEncoderMSELoss, CrossEncoderObjective
 from .ranking import MultipleNegativesRankingLoss
 from .similarity import CoSENTLoss, CosineSimilarityLoss
 from .softmax import HEAD_FOLDER, SoftmaxLoss
@@ -15,9 +17,13 @@ __all__ = [
     "Batch",
     "CoSENTLoss",
     "CosineSimilarityLoss",
+    "CrossEncoderBCELoss",
+    "CrossEncoderMSELoss",
+    "CrossEncoderObjective",
     "MultipleNegativesRankingLoss",
     "Objective",
     "OnlineContrastiveLoss",
+    "SentenceObjective",
     "SoftmaxLoss",
     "TripletLoss",
     "make_batch",

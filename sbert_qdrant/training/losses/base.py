@@ -1,18 +1,30 @@
-"""What every objective shares: the batch it receives and how it embeds the batch's text columns."""
+"""What every objective shares: the batch it receives, its example checks, and how it tokenizes and collates examples.
+
+Bi-encoder objectives (:class:`SentenceObjective`) embed each text column on its own; cross-encoder objectives
+(``CrossEncoderObjective``) read the two texts of a pair together.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Generic, TypeVar
 
 import torch
 from torch import nn
 
-from ...encoder import SentenceEncoder
+from ...encoder import CrossEncoder, SentenceEncoder
 from ...encoder.base import Features
 from ...errors import InvalidInputError
 from ..data import Example, LabelKind
+
+logger = logging.getLogger(__name__)
+
+#: The model an objective trains.
+ModelT = TypeVar("ModelT", SentenceEncoder, CrossEncoder)
+#: Token id rows per column, as :meth:`Objective.tokenize` returns them.
+Columns = list[list[list[int]]]
 
 
 @dataclass
@@ -24,28 +36,29 @@ class Batch:
     labels: torch.Tensor | None = None
 
 
-class Objective(nn.Module):
-    """A training objective over an encoder; ``forward(batch)`` returns the scalar loss.
+class Objective(nn.Module, Generic[ModelT]):
+    """A training objective over a model (``encoder``); ``forward(batch)`` returns the scalar loss.
 
     Subclasses declare how many texts an example holds (``min_texts``..``max_texts``) and the label they need
-    (``label_kind``, None for unlabelled examples). The encoder is a sub-module, so its parameters train.
+    (``label_kind``, None for unlabelled examples), and how examples become batches (``tokenize``, once per run,
+    then ``collate`` per batch). The model is a sub-module, so its parameters train.
     """
 
     min_texts: ClassVar[int] = 2
     max_texts: ClassVar[int] = 2
     label_kind: ClassVar[LabelKind | None] = None
 
-    def __init__(self, encoder: SentenceEncoder) -> None:
+    def __init__(self, encoder: ModelT) -> None:
         super().__init__()
-        self.encoder = encoder
+        self.encoder: ModelT = encoder
 
-    def embed(self, batch: Batch) -> list[torch.Tensor]:
-        """One float32 ``(size, dim)`` tensor per text column, one forward pass per column.
+    def tokenize(self, examples: Sequence[Example]) -> Columns:
+        """The examples' token ids, in columns that ``collate`` reads."""
+        raise NotImplementedError
 
-        Separate passes pad each column to its own longest text; one pass over all columns would pad short
-        hypotheses to the longest premise (about a third more tokens on NLI).
-        """
-        return [self.encoder(features)["sentence_embedding"].float() for features in batch.features]
+    def collate(self, columns: Columns, index: list[int]) -> list[Features]:
+        """The model inputs of the examples at ``index`` on the model's device."""
+        raise NotImplementedError
 
     def check_examples(self, examples: Sequence[Example], name: str = "examples") -> None:
         """Refuse examples this objective cannot use, naming the first bad one."""
@@ -80,10 +93,36 @@ class Objective(nn.Module):
         return torch.tensor(labels, dtype=dtype)
 
 
+class SentenceObjective(Objective[SentenceEncoder]):
+    """An objective over a bi-encoder (:class:`SentenceEncoder`): each text column is embedded on its own."""
+
+    def embed(self, batch: Batch) -> list[torch.Tensor]:
+        """One float32 ``(size, dim)`` tensor per text column, one forward pass per column.
+
+        Separate passes pad each column to its own longest text; one pass over all columns would pad short
+        hypotheses to the longest premise (about a third more tokens on NLI).
+        """
+        return [self.encoder(features)["sentence_embedding"].float() for features in batch.features]
+
+    def tokenize(self, examples: Sequence[Example]) -> Columns:
+        """One column of token ids per text position."""
+        columns = []
+        for c in range(len(examples[0].texts)):
+            ids, cut = self.encoder.transformer.tokenize([e.texts[c] for e in examples])
+            if cut:
+                logger.warning("%d of %d training texts were truncated to max_seq_length.", cut, len(ids))
+            columns.append(ids)
+        return columns
+
+    def collate(self, columns: Columns, index: list[int]) -> list[Features]:
+        """One padded batch per column."""
+        collate, device = self.encoder.transformer.collate, self.encoder.device
+        return [collate([column[i] for i in index], device) for column in columns]
+
+
 def make_batch(objective: Objective, examples: Sequence[Example]) -> Batch:
-    """Tokenize and collate examples for ``objective`` on its encoder's device (for ad-hoc use and tests)."""
+    """Tokenize and collate examples for ``objective`` on its model's device (for ad-hoc use and tests)."""
     objective.check_examples(examples)
-    encoder = objective.encoder
-    columns = [encoder.tokenize([example.texts[c] for example in examples]) for c in range(len(examples[0].texts))]
+    features = objective.collate(objective.tokenize(examples), list(range(len(examples))))
     labels = objective.labels_tensor([e.label for e in examples])
-    return Batch(columns, len(examples), None if labels is None else labels.to(encoder.device))
+    return Batch(features, len(examples), None if labels is None else labels.to(objective.encoder.device))

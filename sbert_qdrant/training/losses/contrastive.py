@@ -10,10 +10,10 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
 from ..data import LabelKind
-from .base import Batch, Objective
+from .base import Batch, SentenceObjective
 
 
-class OnlineContrastiveLoss(Objective):
+class OnlineContrastiveLoss(SentenceObjective):
     """Pull hard duplicates together, push hard non-duplicates beyond ``margin`` in cosine distance.
 
     Inputs: (text1, text2) pairs labelled 1 (duplicate) or 0. Only the hard pairs count: duplicates farther

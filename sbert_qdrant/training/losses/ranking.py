@@ -10,14 +10,14 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
 from ..data import LabelKind
-from .base import Batch, Objective
+from .base import Batch, SentenceObjective
 
 
 def _cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return nn.functional.normalize(a, dim=1) @ nn.functional.normalize(b, dim=1).T
 
 
-class MultipleNegativesRankingLoss(Objective):
+class MultipleNegativesRankingLoss(SentenceObjective):
     """Each anchor must pick its own positive among every positive (and hard negative) in the batch.
 
     Inputs: (anchor, positive) pairs, or (anchor, positive, negative, ...) with hard negatives; no label.

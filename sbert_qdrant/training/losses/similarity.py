@@ -9,15 +9,15 @@ from torch import nn
 
 from ...encoder import SentenceEncoder
 from ..data import LabelKind
-from .base import Batch, Objective
+from .base import Batch, SentenceObjective
 
 
-def _pair_cosine(batch: Batch, objective: Objective) -> torch.Tensor:
+def _pair_cosine(batch: Batch, objective: SentenceObjective) -> torch.Tensor:
     u, v = objective.embed(batch)
     return nn.functional.cosine_similarity(u, v, dim=1)
 
 
-class CosineSimilarityLoss(Objective):
+class CosineSimilarityLoss(SentenceObjective):
     """Mean squared error between cos(u, v) and a gold score in 0..1 (the SBERT paper's regression objective).
 
     Inputs: (sentence1, sentence2) pairs with a score label (read STS-B with ``read_scored_pairs``).
@@ -29,7 +29,7 @@ class CosineSimilarityLoss(Objective):
         return nn.functional.mse_loss(_pair_cosine(batch, self), self.batch_labels(batch))
 
 
-class CoSENTLoss(Objective):
+class CoSENTLoss(SentenceObjective):
     """CoSENT: every pair scored higher by gold should have the higher cosine (log-sum-exp over misordered pairs).
 
     Inputs: (sentence1, sentence2) pairs with a score label; only the order of the scores matters.

@@ -21,12 +21,12 @@ from ...encoder import SentenceEncoder
 from ...encoder.base import CONFIG_FILE, WEIGHTS_FILE, read_json, read_weights
 from ...errors import InvalidArgumentError, InvalidInputError, ModelLoadError
 from ..data import NLI_LABELS, Example, LabelKind
-from .base import Batch, Objective
+from .base import Batch, SentenceObjective
 
 HEAD_FOLDER = "softmax_head"
 
 
-class SoftmaxLoss(Objective):
+class SoftmaxLoss(SentenceObjective):
     """Cross-entropy of a linear classifier over the concatenated pair features.
 
     Inputs: (sentence1, sentence2) pairs with a class index into ``labels``.

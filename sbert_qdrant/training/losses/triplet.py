@@ -10,7 +10,7 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
 from ..data import LabelKind
-from .base import Batch, Objective
+from .base import Batch, SentenceObjective
 
 #: Distances by Qdrant's names (``models.Distance``), so one vocabulary serves training and the store.
 Distance = Literal["euclid", "cosine", "manhattan"]
@@ -26,7 +26,7 @@ def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: Distance) -> torch
     return 1 - nn.functional.cosine_similarity(a, b, dim=1)
 
 
-class TripletLoss(Objective):
+class TripletLoss(SentenceObjective):
     """``max(d(a, p) - d(a, n) + margin, 0)`` averaged over the batch.
 
     Inputs: (anchor, positive, negative) triplets, no label. Euclidean distance (``"euclid"``, Qdrant's name) with

@@ -1,0 +1,323 @@
+"""Cross-encoder vs bi-encoder, measured in one run: the Sentence-BERT paper's trade-off, and re-ranking.
+
+1. STS-B. A cross-encoder trained from the default model's weights (all-MiniLM-L6-v2 under a fresh one-score head,
+   ``CrossEncoderMSELoss`` on STS-B train) vs the bi-encoder (the default model itself, cosine) on STS-B dev:
+   Spearman of each (target: cross-encoder >= bi-encoder + 1.5 points); pairs/s of the cross-encoder vs
+   sentences/s of the bi-encoder on the dev texts; and the paper's headline from these speeds: the time to find the
+   most similar pair among 10,000 real sentences -- the cross-encoder must score n(n-1)/2 pairs (computed from its
+   measured pairs/s), the bi-encoder embeds each sentence once (``upsert_texts``) and compares vectors
+   (``mine_duplicates``), measured end to end (target <= 10 s on this 2-core CPU).
+   Training data: the 5,749 gold STS-B train pairs plus ``--sts-silver`` silver pairs of STS-B train sentences (each
+   with one of its 30 nearest train sentences, or 30 % of the time a random one) labelled by the bi-encoder -- its
+   cosine mapped to the gold 0..1 scale by a line fitted on the gold train pairs. The cross-encoder reads the pair
+   at once but starts from weights trained for cosine; these silver pairs hand it the bi-encoder's judgement first
+   (distillation, as Augmented SBERT does the other way round). ``--sts-silver 0`` trains on the gold pairs alone.
+2. Quora. Pairs whose id is divisible by 5 are held out (the slice ``_data.read_quora_duplicate_probes`` probes
+   with); a cross-encoder (``CrossEncoderBCELoss``, from the default model's weights) trains on pairs of the rest.
+   Pair classification on the held-out pairs: AP / F1 of the cross-encoder's score vs the bi-encoder's cosine.
+   Retrieve and re-rank: the questions of the held-out duplicate pairs are indexed in a TextCollection; for each
+   probe ``search_text`` retrieves the top ``--candidates`` other questions and the cross-encoder re-orders them;
+   MRR@10 of the partner, re-ranked vs retrieval alone (target: +2 points).
+
+Trained models are saved under ``--output`` (``stsb-cross-encoder/``, ``quora-cross-encoder/``); ``--reuse`` loads
+them from there instead of training again. Speeds are only comparable within a run (the CPU is printed with each).
+
+    python benchmarks/cross_encoder.py --data ../shared/data [--output DIR] [--reuse] [--quick] [--parts sts quora]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _data import cpu_summary, mrr_at_10, read_corpus, read_quora_duplicate_probes, read_quora_pairs
+
+from sbert_qdrant import CrossEncoder, SentenceEncoder, TextCollection
+from sbert_qdrant.training import (
+    CrossEncoderBCELoss,
+    CrossEncoderMSELoss,
+    Example,
+    Objective,
+    PairClassificationEvaluator,
+    STSEvaluator,
+    Trainer,
+    TrainingConfig,
+    read_scored_pairs,
+)
+
+#: The paper's figure for the 10,000-sentence most-similar-pair search with BERT as a cross-encoder (V100 GPU).
+PAPER_CROSS_ENCODER_HOURS = 65
+STS_TARGET = 1.5
+MRR_TARGET = 2.0
+
+
+def timed(run: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    result = run()
+    return result, time.perf_counter() - start
+
+
+def train(
+    cross_encoder: CrossEncoder, objective: Objective, examples: list[Example], config: TrainingConfig, folder: Path
+) -> None:
+    result = Trainer(cross_encoder, [(objective, examples)], config, output_dir=folder).fit()
+    print(
+        f"  trained {result.steps} steps on {len(examples)} pairs ({config.epochs} epochs, batch {config.batch_size}, "
+        f"lr {config.learning_rate:g}, precision {config.precision}): {result.train_seconds:.0f} s, "
+        f"{result.examples_per_second:.1f} pairs/s; loss {np.mean(result.losses[:50]):.4f} -> "
+        f"{np.mean(result.losses[-50:]):.4f} (first / last 50 steps) -> {folder}",
+        flush=True,
+    )
+
+
+def trained(
+    folder: Path, reuse: bool, objective_class: type[Objective], examples: list[Example], config: TrainingConfig
+) -> CrossEncoder:
+    """The cross-encoder saved in ``folder`` (with --reuse), else a new one from the default model, trained."""
+    if reuse and (folder / "config.json").is_file():
+        print(f"  reusing the cross-encoder in {folder}")
+        return CrossEncoder.load(folder, device="cpu")
+    cross_encoder = CrossEncoder.from_transformer(device="cpu", seed=config.seed)
+    train(cross_encoder, objective_class(cross_encoder), examples, config, folder)
+    return cross_encoder
+
+
+def silver_pairs(bi: SentenceEncoder, gold: list[Example], count: int, seed: int) -> list[Example]:
+    """``count`` pairs of gold-pair sentences scored by the bi-encoder, on the gold scale (see the module docstring)."""
+    sentences = sorted({text for example in gold for text in example.texts})
+    vectors = np.asarray(bi.encode(sentences, batch_size=64, normalize=True, show_progress_bar=False))
+    index = {text: i for i, text in enumerate(sentences)}
+    cosine = [float(vectors[index[e.texts[0]]] @ vectors[index[e.texts[1]]]) for e in gold]
+    slope, intercept = np.polyfit(cosine, [float(e.label or 0) for e in gold], 1)
+    rng = random.Random(seed)
+    anchors = [rng.randrange(len(sentences)) for _ in range(count)]
+    silver = []
+    for start in range(0, count, 1024):  # bounded memory for the similarity block
+        block = anchors[start : start + 1024]
+        scores = vectors[block] @ vectors.T
+        for row, i in zip(scores, block, strict=True):
+            row[i] = -np.inf
+            j = int(np.argsort(-row)[rng.randrange(30)]) if rng.random() < 0.7 else rng.randrange(len(sentences))
+            label = float(np.clip(slope * float(vectors[i] @ vectors[j]) + intercept, 0, 1))
+            silver.append(Example((sentences[i], sentences[j]), label))
+    return silver
+
+
+def speeds(bi: SentenceEncoder, cross: CrossEncoder, pairs: list[tuple[str, str]], rounds: int) -> tuple[float, float]:
+    """Sentences/s of the bi-encoder and pairs/s of the cross-encoder on the same pairs, batch 32, best of rounds."""
+    sentences = [text for pair in pairs for text in pair]
+    bi.encode(sentences[:64], show_progress_bar=False)  # warm-up, not timed
+    cross.predict(pairs[:32], show_progress_bar=False)
+    encode = min(timed(lambda: bi.encode(sentences, show_progress_bar=False))[1] for _ in range(rounds))
+    predict = min(timed(lambda: cross.predict(pairs, show_progress_bar=False))[1] for _ in range(rounds))
+    return len(sentences) / encode, len(pairs) / predict
+
+
+def most_similar_pair(bi: SentenceEncoder, corpus: list[str], root: Path) -> tuple[float, float, Any]:
+    """Seconds to embed and store ``corpus`` (``upsert_texts``) and to mine its most similar pair, and the pair."""
+    with TextCollection("mine", bi, location=root / "mine", sparse=None, show_progress_bar=False) as coll:
+        _, store = timed(lambda: coll.upsert_texts(corpus))
+        pairs, mine = timed(lambda: coll.mine_duplicates(threshold=0.0, top_k=1, limit=1))
+    return store, mine, pairs[0]
+
+
+def sts_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
+    data, output = args.data, args.output
+    gold = read_scored_pairs(data / "stsb" / "stsb_train.tsv.gz")
+    dev = read_scored_pairs(data / "stsb" / "stsb_dev.tsv.gz")
+    if args.quick:
+        gold, dev = gold[:64], dev[:200]
+    silver = silver_pairs(bi, gold, 64 if args.quick else args.sts_silver, args.seed) if args.sts_silver else []
+    print(
+        f"\n== 1. STS-B: cross-encoder vs bi-encoder; {len(gold)} gold + {len(silver)} silver train pairs, "
+        f"{len(dev)} dev pairs =="
+    )
+    config = TrainingConfig(
+        epochs=args.sts_epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.sts_lr,
+        precision=args.train_precision,
+        seed=args.seed,
+        max_steps=2 if args.quick else None,
+    )
+    cross = trained(output / "stsb-cross-encoder", args.reuse, CrossEncoderMSELoss, gold + silver, config)
+    evaluator = STSEvaluator([e.texts[0] for e in dev], [e.texts[1] for e in dev], [float(e.label or 0) for e in dev])
+    bi_metrics, cross_metrics = evaluator(bi), evaluator(cross)
+    gain = cross_metrics["spearman"] - bi_metrics["spearman"]
+    print(f"{'STS-B dev':50}{'Spearman':>9}{'Pearson':>9}")
+    for label, metrics in (
+        ("bi-encoder (all-MiniLM-L6-v2, cosine)  (anchor)", bi_metrics),
+        ("cross-encoder (its weights, STS-B train)", cross_metrics),
+    ):
+        print(f"{label:50}{metrics['spearman']:9.2f}{metrics['pearson']:9.2f}")
+    verdict = "met" if gain >= STS_TARGET else "NOT met"
+    print(f"cross-encoder - bi-encoder: {gain:+.2f} Spearman points (target >= +{STS_TARGET}): {verdict}")
+
+    pairs = [(e.texts[0], e.texts[1]) for e in dev]
+    n = 200 if args.quick else args.mine_sentences
+    corpus = read_corpus(data, n)
+    print(f"\nspeed on {cpu_summary()}; batch 32, best of {args.rounds} rounds:")
+    print(f"{'precision':10}{'bi-encoder sentences/s':>24}{'cross-encoder pairs/s':>23}{'ratio':>8}")
+    for precision in args.speed_precisions:
+        bi_at = SentenceEncoder.load(device="cpu", precision=precision)
+        cross_at = CrossEncoder.load(output / "stsb-cross-encoder", device="cpu", precision=precision)
+        sentences_per_s, pairs_per_s = speeds(bi_at, cross_at, pairs, args.rounds)
+        print(f"{precision:10}{sentences_per_s:24.1f}{pairs_per_s:23.1f}{sentences_per_s / pairs_per_s:7.2f}x")
+        comparisons = n * (n - 1) // 2
+        store, mine, best = most_similar_pair(bi_at, corpus, root / precision)
+        hours = comparisons / pairs_per_s / 3600
+        print(f"  most similar pair among {n:,} real sentences ({comparisons:,} pairs):")
+        print(
+            f"    cross-encoder, computed at {pairs_per_s:.1f} pairs/s: {hours:,.1f} hours "
+            f"(paper: ~{PAPER_CROSS_ENCODER_HOURS} hours on a V100)"
+        )
+        total = store + mine
+        target = "met" if total <= 10 else "NOT met"
+        print(
+            f"    bi-encoder, measured: upsert_texts {store:.2f} s + mine_duplicates {mine:.2f} s = {total:.2f} s "
+            f"(target <= 10 s: {target}); {hours * 3600 / total:,.0f}x faster"
+        )
+        print(f"    found ({best.score:.4f}): {best.text_a!r} ~ {best.text_b!r}")
+
+
+def quora_split(data: Path, train_limit: int, seed: int) -> tuple[list[Example], list[Example]]:
+    """Training pairs (id not divisible by 5; a seeded sample of ``train_limit``) and the held-out pairs."""
+    train_pairs, held_out = [], []
+    for row in read_quora_pairs(data / "quora" / "quora_pairs_train.jsonl.gz"):
+        example = Example((str(row["question1"]), str(row["question2"])), int(row["is_duplicate"]))  # type: ignore[call-overload]
+        (held_out if int(row["id"]) % 5 == 0 else train_pairs).append(example)  # type: ignore[call-overload]
+    random.Random(seed).shuffle(train_pairs)
+    return train_pairs[:train_limit], held_out
+
+
+def rerank(
+    bi: SentenceEncoder,
+    cross: CrossEncoder,
+    probes: list[tuple[str, str]],
+    questions: list[str],
+    depth: int,
+    root: Path,
+) -> tuple[list[list[str]], list[list[str]], float, float]:
+    """Each probe's ranking by ``search_text`` (top ``depth``, the query left out) and re-ranked by the cross-encoder;
+    seconds spent searching and re-ranking."""
+    retrieved, reranked = [], []
+    search_seconds = rerank_seconds = 0.0
+    with TextCollection("quora", bi, location=root / "quora", sparse=None, show_progress_bar=False) as coll:
+        coll.upsert_texts(questions)
+        coll.optimize()
+        for query, _ in probes:
+            start = time.perf_counter()
+            hits = [h.text or "" for h in coll.search_text(query, limit=depth + 1)]
+            candidates = [text for text in hits if text != query][:depth]
+            searched = time.perf_counter()
+            scores = cross.predict([(query, text) for text in candidates], show_progress_bar=False)
+            order = np.argsort(-np.asarray(scores), kind="stable")
+            rerank_seconds += time.perf_counter() - searched
+            search_seconds += searched - start
+            retrieved.append(candidates)
+            reranked.append([candidates[i] for i in order])
+    return retrieved, reranked, search_seconds, rerank_seconds
+
+
+def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
+    data, output = args.data, args.output
+    train_pairs, held_out = quora_split(data, 64 if args.quick else args.quora_train, args.seed)
+    if args.quick:
+        held_out = held_out[:200]
+    print(
+        f"\n== 2. Quora: {len(train_pairs)} training pairs (ids not divisible by 5), {len(held_out)} held-out pairs "
+        "(ids divisible by 5) =="
+    )
+    config = TrainingConfig(
+        epochs=args.quora_epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.quora_lr,
+        precision=args.train_precision,
+        seed=args.seed,
+        max_steps=2 if args.quick else None,
+    )
+    cross = trained(output / "quora-cross-encoder", args.reuse, CrossEncoderBCELoss, train_pairs, config)
+    evaluator = PairClassificationEvaluator(
+        [e.texts[0] for e in held_out], [e.texts[1] for e in held_out], [int(e.label or 0) for e in held_out]
+    )
+    bi_metrics, cross_metrics = evaluator(bi), evaluator(cross)
+    print(f"{'held-out pair classification':40}{'AP':>8}{'F1':>8}{'accuracy':>10}")
+    for label, metrics in (("bi-encoder (cosine)  (anchor)", bi_metrics), ("cross-encoder (score)", cross_metrics)):
+        print(f"{label:40}{metrics['ap']:8.2f}{metrics['f1']:8.2f}{metrics['accuracy']:10.2f}")
+    print(
+        f"cross-encoder - bi-encoder: AP {cross_metrics['ap'] - bi_metrics['ap']:+.2f}, "
+        f"F1 {cross_metrics['f1'] - bi_metrics['f1']:+.2f} points"
+    )
+    retrieve_and_rerank(args, bi, cross, root)
+
+
+def retrieve_and_rerank(args: argparse.Namespace, bi: SentenceEncoder, cross: CrossEncoder, root: Path) -> None:
+    """Retrieve-and-re-rank MRR@10 vs retrieval alone, the cross-encoder called directly on ``search_text``'s hits.
+
+    Once ``search_text(..., rerank=cross_encoder, rerank_candidates=N)`` exists, it can replace ``rerank`` here and
+    this same comparison checks it (the two must agree).
+    """
+    probes, questions = read_quora_duplicate_probes(args.data, 50 if args.quick else args.probes)
+    depth = args.candidates
+    print(
+        f"\nretrieve and re-rank: {len(probes)} held-out duplicate pairs as probes, their {len(questions)} questions "
+        f"indexed; search_text top {depth}, re-ranked by the cross-encoder; MRR@10 of the partner"
+    )
+    retrieved, reranked, search_s, rerank_s = rerank(bi, cross, probes, questions, depth, root)
+    before, after = mrr_at_10(retrieved, probes), mrr_at_10(reranked, probes)
+    in_depth = np.mean([partner in found for found, (_, partner) in zip(retrieved, probes, strict=True)])
+    print(f"{'retrieval alone (search_text, bi-encoder)':44}MRR@10 {100 * before:6.2f}   (anchor)")
+    print(f"{'retrieve, then re-rank the top ' + str(depth):44}MRR@10 {100 * after:6.2f}")
+    verdict = "met" if 100 * (after - before) >= MRR_TARGET else "NOT met"
+    print(f"re-ranking: {100 * (after - before):+.2f} MRR@10 points (target >= +{MRR_TARGET}): {verdict}")
+    per_query = 1000 / len(probes)
+    print(
+        f"(partner within the top {depth}: {100 * in_depth:.1f} % of probes; per query: search "
+        f"{search_s * per_query:.1f} ms, re-rank {rerank_s * per_query:.1f} ms for {depth} pairs; {cpu_summary()})"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder (stsb/, quora/, nli/)")
+    parser.add_argument("--output", type=Path, default=None, help="where trained models go (default: a temp dir)")
+    parser.add_argument("--reuse", action="store_true", help="load the models already in --output, do not train")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: a few steps, small slices")
+    parser.add_argument("--parts", nargs="+", choices=("sts", "quora"), default=["sts", "quora"])
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--sts-epochs", type=int, default=4)
+    parser.add_argument("--sts-lr", type=float, default=5e-5)
+    parser.add_argument("--sts-silver", type=int, default=12_000, help="silver pairs scored by the bi-encoder")
+    parser.add_argument("--quora-train", type=int, default=6000, help="training pairs sampled from the Quora file")
+    parser.add_argument("--quora-epochs", type=int, default=1)
+    parser.add_argument("--quora-lr", type=float, default=2e-5)
+    parser.add_argument("--train-precision", default="auto", choices=("auto", "fp32", "bf16"))
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--speed-precisions", nargs="+", default=["fp32", "bf16"], choices=("fp32", "bf16", "int8"))
+    parser.add_argument("--rounds", type=int, default=3, help="timing rounds (best of)")
+    parser.add_argument("--mine-sentences", type=int, default=10_000)
+    parser.add_argument("--probes", type=int, default=1000, help="held-out duplicate pairs to re-rank for")
+    parser.add_argument("--candidates", type=int, default=50, help="hits of search_text the cross-encoder re-ranks")
+    args = parser.parse_args()
+    if args.quick:
+        args.rounds = 1
+    print(f"CPU: {cpu_summary()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        args.output = args.output or root / "models"
+        bi = SentenceEncoder.load(device="cpu")
+        if "sts" in args.parts:
+            sts_part(args, bi, root)
+        if "quora" in args.parts:
+            quora_part(args, bi, root)
+        print(f"\ntrained models: {args.output}" + (" (a temp dir, deleted now)" if args.output.parent == root else ""))
+
+
+if __name__ == "__main__":
+    main()

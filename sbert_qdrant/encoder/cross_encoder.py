@@ -1,0 +1,329 @@
+"""CrossEncoder: a transformer reading both texts of a pair at once (``[CLS] a [SEP] b [SEP]``) into a score."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from ..errors import InvalidArgumentError, InvalidInputError
+from .base import Features
+from .cross_loading import (
+    ACTIVATION_PATHS,
+    Activation,
+    default_activation,
+    new_classifier,
+    read_cross_encoder,
+    transformer_folder,
+    write_cross_encoder,
+)
+from .encoder import _checked_texts
+from .loading import resolve_model_folder
+from .runtime import Precision, apply_precision, check_precision, length_sorted_batches, resolve_device
+from .transformer import Transformer
+
+logger = logging.getLogger(__name__)
+
+_ACTIVATION_FUNCTIONS = {
+    "sigmoid": torch.sigmoid,
+    "identity": lambda logits: logits,
+    "softmax": lambda logits: torch.softmax(logits, dim=-1),
+    "tanh": torch.tanh,
+}
+
+
+@dataclass(frozen=True)
+class RankedText:
+    """One text of :meth:`CrossEncoder.rank`: its position in the input, its score and the text."""
+
+    index: int
+    score: float
+    text: str
+
+
+class CrossEncoder(nn.Module):
+    """A cross-encoder: one score (or ``num_labels`` class logits) per text pair, both texts read together.
+
+    More accurate than comparing two SentenceEncoder vectors, but one transformer pass per *pair*: use it to re-rank
+    the few best hits of a bi-encoder search, not to search. ``activation`` turns logits into scores in ``predict``;
+    None picks sentence-transformers' default (sigmoid for one label, the raw logits for several).
+    """
+
+    def __init__(
+        self,
+        transformer: Transformer,
+        device: str | torch.device | None = None,
+        precision: Precision = "fp32",
+        activation: Activation | None = None,
+    ) -> None:
+        super().__init__()
+        if not type(transformer.model).__name__.endswith("ForSequenceClassification"):
+            raise InvalidArgumentError(
+                f"a cross-encoder needs a *ForSequenceClassification model, not {type(transformer.model).__name__}; "
+                "start one with CrossEncoder.from_transformer(...)."
+            )
+        target = resolve_device(device)
+        check_precision(precision, target)
+        self.transformer = transformer
+        self.activation = _checked_activation(activation or default_activation(self.num_labels))
+        #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
+        self._model_config: dict[str, Any] = {}
+        self.to(target)
+        apply_precision(transformer.model, precision)
+        self.device = target
+        self.precision: Precision = precision
+        #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
+        self.truncated_count = 0
+        self.eval()
+
+    @classmethod
+    def load(
+        cls,
+        model: str | os.PathLike[str],
+        device: str | torch.device | None = None,
+        precision: Precision = "fp32",
+        max_seq_length: int | None = None,
+        trust_remote_code: bool = False,
+    ) -> CrossEncoder:
+        """Load a cross-encoder folder or hub id (a bare name is looked up under ``cross-encoder/``)."""
+        if model is None:
+            raise InvalidArgumentError(
+                "CrossEncoder.load needs a folder or hub id; no cross-encoder ships with sbert-qdrant. Train one "
+                "from the default model: CrossEncoder.from_transformer() and the cross-encoder objectives."
+            )
+        check_precision(precision, resolve_device(device))
+        name = os.fspath(model)
+        if "/" not in name and os.sep not in name and not Path(name).expanduser().is_dir():
+            name = f"cross-encoder/{name}"
+        folder = resolve_model_folder(name)
+        transformer, activation, model_config = read_cross_encoder(folder, trust_remote_code=trust_remote_code)
+        if max_seq_length is not None:
+            transformer.set_max_seq_length(max_seq_length)
+        cross_encoder = cls(transformer, device=device, precision=precision, activation=activation)
+        cross_encoder._model_config = model_config
+        return cross_encoder
+
+    @classmethod
+    def from_transformer(
+        cls,
+        model: str | os.PathLike[str] | None = None,
+        num_labels: int = 1,
+        device: str | torch.device | None = None,
+        max_seq_length: int | None = None,
+        seed: int = 0,
+        trust_remote_code: bool = False,
+    ) -> CrossEncoder:
+        """A new, untrained cross-encoder: the transformer of ``model`` (None: the default model) under a fresh head.
+
+        model: any transformer folder or hub id, e.g. a sentence-transformers model (its Transformer module is used).
+        num_labels: 1 for a score (duplicate / relevant / similar); more for classes (e.g. 3 for NLI).
+        seed: the head's initial weights depend on it alone.
+        """
+        if isinstance(num_labels, bool) or not isinstance(num_labels, int) or num_labels < 1:
+            raise InvalidArgumentError(f"num_labels={num_labels!r} must be a positive integer (1 for a score).")
+        target = resolve_device(device)
+        base = Transformer.load(transformer_folder(resolve_model_folder(model)), trust_remote_code=trust_remote_code)
+        transformer = new_classifier(base, num_labels, seed)
+        if max_seq_length is not None:
+            transformer.set_max_seq_length(max_seq_length)
+        return cls(transformer, device=target)
+
+    @property
+    def num_labels(self) -> int:
+        """Logits per pair: 1 for a score model."""
+        return int(self.transformer.model.config.num_labels or 1)
+
+    @property
+    def max_seq_length(self) -> int:
+        """Tokens of a whole pair, special tokens included; longer pairs lose tokens from their longer text."""
+        return self.transformer.max_seq_length
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        self.transformer.set_max_seq_length(value)
+
+    @property
+    def activation(self) -> Activation:
+        """What ``predict`` applies to the logits by default: "sigmoid", "identity", "softmax" or "tanh"."""
+        return self._activation
+
+    @activation.setter
+    def activation(self, value: Activation) -> None:
+        self._activation = _checked_activation(value)
+
+    def pair_token_ids(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None, int]:
+        """Token ids of each pair (cut at ``max_seq_length``), their segment ids (None when the model takes none)
+        and how many pairs were cut."""
+        transformer = self.transformer
+        first = [a.lower() if transformer.do_lower_case else a for a, _ in pairs]
+        second = [b.lower() if transformer.do_lower_case else b for _, b in pairs]
+        with_types = "token_type_ids" in transformer.tokenizer.model_input_names
+
+        def tokenize(a: list[str], b: list[str], limit: int) -> Any:
+            return transformer.tokenizer(
+                a,
+                b,
+                truncation="longest_first",
+                max_length=limit,
+                return_attention_mask=False,
+                return_token_type_ids=with_types,
+            )
+
+        limit = self.max_seq_length
+        # One token over the limit tells a cut pair from one that is exactly `limit` long.
+        encoded = tokenize(first, second, limit + 1)
+        ids: list[list[int]] = encoded["input_ids"]
+        types: list[list[int]] | None = encoded["token_type_ids"] if with_types else None
+        cut = [i for i, row in enumerate(ids) if len(row) > limit]
+        if cut:
+            again = tokenize([first[i] for i in cut], [second[i] for i in cut], limit)
+            for n, i in enumerate(cut):
+                ids[i] = again["input_ids"][n]
+                if types is not None:
+                    types[i] = again["token_type_ids"][n]
+        return ids, types, len(cut)
+
+    def collate(self, ids: list[list[int]], types: list[list[int]] | None) -> Features:
+        """Right-pad pairs' token (and segment) ids into model inputs on this cross-encoder's device."""
+        features = self.transformer.collate(ids, self.device)
+        if types is not None:
+            padded = np.zeros(features["input_ids"].shape, dtype=np.int64)
+            for i, row in enumerate(types):
+                padded[i, : len(row)] = row
+            features["token_type_ids"] = torch.from_numpy(padded).to(self.device)
+        return features
+
+    def tokenize(self, pairs: Sequence[tuple[str, str]]) -> Features:
+        """Collate pairs into model inputs on this cross-encoder's device (for training)."""
+        ids, types, _ = self.pair_token_ids(_checked_pairs(pairs))
+        return self.collate(ids, types)
+
+    def forward(self, features: Features) -> torch.Tensor:
+        """Logits ``(batch, num_labels)`` of a collated batch (used for training)."""
+        return self.transformer.model(**features, return_dict=True).logits
+
+    def predict(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        batch_size: int = 32,
+        activation: Activation | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+    ) -> np.ndarray | torch.Tensor:
+        """Score text pairs, in input order: float32 of shape ``(n,)``, or ``(n, num_labels)`` for several labels.
+
+        pairs: a sequence of ``(text_a, text_b)``; a single pair is ``[(a, b)]``.
+        activation: applied to the logits; None: this model's ``activation``.
+        show_progress_bar: None shows it when this module's logger is at INFO.
+        """
+        items = _checked_pairs(pairs)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
+        if convert_to not in ("numpy", "torch"):
+            raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
+        apply = _ACTIVATION_FUNCTIONS[_checked_activation(activation or self.activation)]
+        out = np.empty((len(items), self.num_labels), dtype=np.float32)
+        if items:
+            self._predict_into(out, items, batch_size, apply, show_progress_bar)
+        result = out[:, 0] if self.num_labels == 1 else out
+        return torch.from_numpy(result) if convert_to == "torch" else result
+
+    def _predict_into(
+        self,
+        out: np.ndarray,
+        pairs: list[tuple[str, str]],
+        batch_size: int,
+        apply: Any,
+        show_progress_bar: bool | None,
+    ) -> None:
+        ids, types, cut = self.pair_token_ids(pairs)
+        if cut:
+            self.truncated_count += cut
+            logger.warning(
+                "%d of %d pairs were longer than max_seq_length=%d tokens and were truncated "
+                "(%d so far on this cross-encoder).",
+                cut,
+                len(pairs),
+                self.max_seq_length,
+                self.truncated_count,
+            )
+        if show_progress_bar is None:
+            show_progress_bar = logger.isEnabledFor(logging.INFO)
+        batches = length_sorted_batches([len(row) for row in ids], batch_size)
+        with torch.inference_mode():
+            for index in tqdm(batches, desc="Scoring", unit="batch", disable=not show_progress_bar):
+                features = self.collate([ids[i] for i in index], None if types is None else [types[i] for i in index])
+                out[index] = apply(self(features).float()).cpu().numpy()
+
+    def rank(
+        self,
+        query: str,
+        texts: Sequence[str],
+        top_k: int | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+    ) -> list[RankedText]:
+        """Score ``(query, text)`` for every text; the best ``top_k`` (None: all), best first, ties in input order."""
+        if not isinstance(query, str):
+            raise InvalidInputError(f"query is {type(query).__name__} ({query!r:.60}), not str.")
+        items = _checked_texts(texts)
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+            raise InvalidArgumentError(f"top_k={top_k!r} must be a positive integer or None (all texts).")
+        if self.num_labels != 1:
+            raise InvalidArgumentError(
+                f"rank needs a score model (num_labels=1), not {self.num_labels} labels; use predict for classes."
+            )
+        scores = np.asarray(
+            self.predict([(query, text) for text in items], batch_size, show_progress_bar=show_progress_bar)
+        )
+        order = np.argsort(-scores, kind="stable")[:top_k]
+        return [RankedText(int(i), float(scores[i]), items[i]) for i in order]
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the sentence-transformers CrossEncoder folder format (safetensors), loadable by both libraries."""
+        if self.precision == "int8":
+            raise InvalidArgumentError(
+                "an int8-quantized cross-encoder cannot be saved; load it with precision='fp32' and save that."
+            )
+        write_cross_encoder(Path(path), self.transformer, self.activation, self._model_config)
+
+    def __repr__(self) -> str:
+        return (
+            f"CrossEncoder({type(self.transformer.model).__name__}, num_labels={self.num_labels}, "
+            f"activation={self.activation!r}, max_seq_length={self.max_seq_length}, device={self.device}, "
+            f"precision={self.precision!r})"
+        )
+
+
+def _checked_activation(activation: object) -> Activation:
+    if activation not in ACTIVATION_PATHS:
+        raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(ACTIVATION_PATHS)}.")
+    return activation  # type: ignore[return-value]  # checked just above
+
+
+def _checked_pairs(pairs: object) -> list[tuple[str, str]]:
+    """A list of (str, str), or an error naming the first bad pair and its index."""
+    if pairs is None or isinstance(pairs, (str, bytes, dict)) or not isinstance(pairs, Sequence):
+        raise InvalidInputError(f"pairs must be a sequence of (text_a, text_b), not {type(pairs).__name__}.")
+    items = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise InvalidInputError(
+                f"pairs[{i}] is {type(pair).__name__} ({pair!r:.60}), not a pair (text_a, text_b); "
+                "pass [(a, b), ...], a single pair as [(a, b)]."
+            )
+        for j, text in enumerate(pair):
+            if not isinstance(text, str):
+                raise InvalidInputError(
+                    f"pairs[{i}][{j}] is {type(text).__name__} ({text!r:.60}), not str; pass text, e.g. str(value)."
+                )
+        items.append((pair[0], pair[1]))
+    return items

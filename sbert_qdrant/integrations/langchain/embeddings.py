@@ -1,0 +1,188 @@
+"""LangChain ``Embeddings`` over a SentenceEncoder, and any LangChain ``Embeddings`` seen as a SentenceEncoder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from langchain_core.embeddings import Embeddings
+from torch import nn
+
+from ...encoder import SentenceEncoder
+from ...encoder.runtime import Precision
+from ...errors import InvalidArgumentError, InvalidInputError, UnsupportedError
+from ...settings import Settings
+
+
+class SbertEmbeddings(Embeddings):
+    """A SentenceEncoder as LangChain ``Embeddings``: documents with the model's document prompt, queries with its
+    query prompt (when the model has them), encoded in length-sorted batches.
+
+    model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model (all-MiniLM-L6-v2),
+    loaded with ``device`` (else ``SBERT_QDRANT_DEVICE``) and ``precision``; or pass an ``encoder`` you already
+    loaded (shared, not copied).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        encoder: SentenceEncoder | None = None,
+        device: str | None = None,
+        precision: Precision = "fp32",
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool = False,
+    ) -> None:
+        if encoder is not None and model is not None:
+            raise InvalidArgumentError(f"pass model= ({model!r}) or encoder=, not both.")
+        if encoder is not None and not isinstance(encoder, SentenceEncoder):
+            raise InvalidArgumentError(f"encoder must be a SentenceEncoder, not {type(encoder).__name__}.")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
+        if encoder is None:
+            settings = Settings()
+            model = model if model is not None else settings.model
+            encoder = SentenceEncoder.load(model, device=device or settings.device, precision=precision)
+        #: The model loaded (None: given as ``encoder``, or the default model).
+        self.model_name = None if model is None else str(model)
+        self.encoder = encoder
+        self.batch_size = batch_size
+        self.normalize = normalize
+        self.show_progress_bar = show_progress_bar
+
+    def __repr__(self) -> str:
+        return f"SbertEmbeddings({self.encoder!r}, batch_size={self.batch_size})"
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, as stored for search."""
+        vectors = self.encoder.encode_document(
+            texts, batch_size=self.batch_size, normalize=self.normalize, show_progress_bar=self.show_progress_bar
+        )
+        return np.asarray(vectors, dtype=np.float32).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        """The vector of a search query."""
+        if not isinstance(text, str):
+            raise InvalidInputError(f"text is {type(text).__name__} ({text!r:.60}), not str; pass the query text.")
+        vector = self.encoder.encode_query([text], batch_size=1, normalize=self.normalize, show_progress_bar=False)
+        return np.asarray(vector, dtype=np.float32)[0].tolist()
+
+    # aembed_documents / aembed_query: LangChain's defaults run the two above in a worker thread, off the event loop.
+
+
+class LangChainEncoder(SentenceEncoder):
+    """Any LangChain ``Embeddings`` seen as a SentenceEncoder, so that a TextCollection stores and searches its
+    vectors (``TextCollection(name, encoder=LangChainEncoder(OpenAIEmbeddings()))``).
+
+    dimension: the vector size; None asks the embeddings once (``embed_query``) when it is first needed.
+    Document methods (``upsert_documents``) need a tokenizer to cut chunks and refuse this encoder.
+    """
+
+    def __init__(self, embeddings: Embeddings, dimension: int | None = None) -> None:
+        nn.Module.__init__(self)  # no transformer: the embeddings do the encoding
+        if not isinstance(embeddings, Embeddings):
+            raise InvalidArgumentError(f"embeddings must be a LangChain Embeddings, not {type(embeddings).__name__}.")
+        if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
+            raise InvalidArgumentError(f"dimension={dimension!r} must be a positive integer, or None to ask.")
+        self.embeddings = embeddings
+        self.prompts: dict[str, str] = {}
+        self.default_prompt_name = None
+        self.device = torch.device("cpu")
+        self.precision: Precision = "fp32"
+        self.truncated_count = 0
+        self._dimension = dimension
+
+    def __repr__(self) -> str:
+        return f"LangChainEncoder({self.embeddings!r}, dimension={self._dimension})"
+
+    @property
+    def transformer(self) -> Any:
+        raise UnsupportedError(
+            f"{self!r} has no tokenizer, so it cannot cut documents into chunks; use upsert_texts (one vector per "
+            "text) or a SentenceEncoder for upsert_documents."
+        )
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self.embeddings.embed_query("dimension"))
+        return self._dimension
+
+    @property
+    def normalizes(self) -> bool:
+        return False  # unknown; cosine collections normalise in the engine anyway
+
+    def encode(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """Documents' vectors (``embed_documents``)."""
+        return self._encode(texts, "document", normalize, convert_to)
+
+    def encode_query(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """Queries' vectors (``embed_query``, one call per query)."""
+        return self._encode(texts, "query", normalize, convert_to)
+
+    def encode_document(
+        self,
+        texts: str | Sequence[str],
+        batch_size: int = 32,
+        normalize: bool | None = None,
+        show_progress_bar: bool | None = None,
+        convert_to: Literal["numpy", "torch"] = "numpy",
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> np.ndarray | torch.Tensor:
+        """Documents' vectors (``embed_documents``)."""
+        return self._encode(texts, "document", normalize, convert_to)
+
+    def _encode(
+        self, texts: str | Sequence[str], kind: str, normalize: bool | None, convert_to: str
+    ) -> np.ndarray | torch.Tensor:
+        single = isinstance(texts, str)
+        items = [texts] if isinstance(texts, str) else list(texts)
+        method = "embed_query" if kind == "query" else "embed_documents"
+        if kind == "query":
+            rows = [self.embeddings.embed_query(text) for text in items]
+        else:
+            rows = self.embeddings.embed_documents(items) if items else []
+        out = np.asarray(rows, dtype=np.float32).reshape(len(items), -1) if rows else np.empty((0, self.dimension))
+        if out.shape[1] != self.dimension or len(out) != len(items):
+            raise InvalidInputError(
+                f"{type(self.embeddings).__name__}.{method} gave {out.shape[0]} vectors of {out.shape[1]} "
+                f"values for {len(items)} texts; expected {self.dimension} values each (pass dimension= if the "
+                "model's size differs from what its first answer said)."
+            )
+        if normalize:
+            out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+        result = out.astype(np.float32)[0] if single else out.astype(np.float32)
+        return torch.from_numpy(result) if convert_to == "torch" else result
+
+
+def as_encoder(embedding: Embeddings | SentenceEncoder) -> SentenceEncoder:
+    """The SentenceEncoder a collection should use for ``embedding``: an SbertEmbeddings' own encoder (with its
+    prompts and batching), a SentenceEncoder as it is, any other Embeddings wrapped in a LangChainEncoder."""
+    if isinstance(embedding, SentenceEncoder):
+        return embedding
+    if isinstance(embedding, SbertEmbeddings):
+        return embedding.encoder
+    return LangChainEncoder(embedding)

@@ -1,0 +1,350 @@
+"""LangChain ``VectorStore`` over a TextCollection (sync) and/or an AsyncTextCollection (async)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+from qdrant_client import AsyncQdrantClient, QdrantClient, models
+
+from ...aio import AsyncTextCollection
+from ...collection import TextCollection
+from ...encoder import CrossEncoder
+from ...errors import CollectionNotFoundError, InvalidArgumentError, UnsupportedError
+from ...records import Hit
+from ._records import delete_args, query_filter, to_document, upsert_args
+from .embeddings import LangChainEncoder, SbertEmbeddings, as_encoder
+
+_SEARCH_OPTIONS = frozenset({"mode", "fusion", "weights", "candidates", "rerank", "rerank_candidates"})
+
+
+class SbertQdrantVectorStore(VectorStore):
+    """A LangChain VectorStore over sbert-qdrant's collections: texts embedded by the collection's encoder.
+
+    collection: a TextCollection (sync methods; async ones run it in a worker thread) or an AsyncTextCollection
+    (async methods only); pass both (``async_collection=``) when they open the same Qdrant collection (a server).
+    A document's id is its own (``Document.id`` or ``ids=``), else derived from its text and metadata, so that adding
+    the same documents again overwrites them and never duplicates. Metadata is stored as the point's payload, beside
+    the text (``"text"`` and ``"key"`` are reserved).
+    mode, fusion, weights, candidates, rerank, rerank_candidates: the defaults of every search, as in
+    ``TextCollection.search_text`` (e.g. ``mode="hybrid"``); each search may override them.
+    """
+
+    def __init__(
+        self,
+        collection: TextCollection | AsyncTextCollection,
+        *,
+        async_collection: AsyncTextCollection | None = None,
+        mode: str = "dense",
+        fusion: str = "dbsf",
+        weights: Sequence[float] | None = None,
+        candidates: int | None = None,
+        rerank: CrossEncoder | None = None,
+        rerank_candidates: int = 50,
+    ) -> None:
+        if isinstance(collection, AsyncTextCollection):
+            if async_collection is not None:
+                raise InvalidArgumentError(
+                    "pass a TextCollection first and the AsyncTextCollection as async_collection."
+                )
+            sync, async_collection = None, collection
+        elif isinstance(collection, TextCollection):
+            sync = collection
+        else:
+            raise InvalidArgumentError(
+                f"collection must be a TextCollection or an AsyncTextCollection, not {type(collection).__name__}."
+            )
+        if async_collection is not None and not isinstance(async_collection, AsyncTextCollection):
+            raise InvalidArgumentError(
+                f"async_collection must be an AsyncTextCollection, not {type(async_collection).__name__}."
+            )
+        self.collection = sync
+        self.async_collection = async_collection
+        self.search_options: dict[str, Any] = {
+            "mode": mode,
+            "fusion": fusion,
+            "weights": weights,
+            "candidates": candidates,
+            "rerank": rerank,
+            "rerank_candidates": rerank_candidates,
+        }
+        self._embeddings: Embeddings | None = None
+
+    def __repr__(self) -> str:
+        return f"SbertQdrantVectorStore({self._any!r}, mode={self.search_options['mode']!r})"
+
+    @property
+    def _any(self) -> TextCollection | AsyncTextCollection:
+        return self.collection if self.collection is not None else cast(AsyncTextCollection, self.async_collection)
+
+    @property
+    def embeddings(self) -> Embeddings:
+        """The collection's encoder as LangChain Embeddings (the Embeddings it wraps, for a LangChainEncoder)."""
+        if self._embeddings is None:
+            encoder = self._any.encoder
+            self._embeddings = (
+                encoder.embeddings if isinstance(encoder, LangChainEncoder) else SbertEmbeddings(encoder=encoder)
+            )
+        return self._embeddings
+
+    def _sync(self, method: str) -> TextCollection:
+        if self.collection is None:
+            raise UnsupportedError(
+                f"{method}() needs a TextCollection, but this store wraps an AsyncTextCollection only: call "
+                f"a{method}() instead, or pass SbertQdrantVectorStore(TextCollection(...), async_collection=...)."
+            )
+        return self.collection
+
+    # -- writes ----------------------------------------------------------------------------------------------------
+
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """Embed and store texts (metadata as payload); returns their ids. Adding an id again overwrites it."""
+        collection = self._sync("add_texts")
+        keys, upsert = upsert_args(texts, metadatas, ids, batch_size, kwargs)
+        collection.upsert_texts(**upsert)
+        return keys
+
+    async def aadd_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
+        """``add_texts`` for asyncio."""
+        if self.async_collection is None:
+            return await super().aadd_texts(texts, metadatas, ids=ids, batch_size=batch_size, **kwargs)
+        keys, upsert = upsert_args(texts, metadatas, ids, batch_size, kwargs)
+        await self.async_collection.upsert_texts(**upsert)
+        return keys
+
+    def delete(
+        self, ids: list[str] | None = None, *, filter: models.Filter | Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> bool:
+        """Delete by id (unknown ids are ignored) or by ``filter=``; returns True."""
+        collection = self._sync("delete")
+        selector = delete_args(ids, filter, kwargs)
+        with contextlib.suppress(CollectionNotFoundError):  # nothing stored yet: nothing to delete
+            collection.delete_texts(**selector)
+        return True
+
+    async def adelete(
+        self, ids: list[str] | None = None, *, filter: models.Filter | Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> bool:
+        """``delete`` for asyncio."""
+        if self.async_collection is None:
+            return bool(await super().adelete(ids, filter=filter, **kwargs))
+        selector = delete_args(ids, filter, kwargs)
+        with contextlib.suppress(CollectionNotFoundError):
+            await self.async_collection.delete_texts(**selector)
+        return True
+
+    # -- reads -----------------------------------------------------------------------------------------------------
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents with these ids, in the order asked; unknown ids are left out."""
+        collection = self._sync("get_by_ids")
+        try:
+            return [to_document(r) for r in collection.get([str(i) for i in ids])]
+        except CollectionNotFoundError:
+            return []
+
+    async def aget_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """``get_by_ids`` for asyncio."""
+        if self.async_collection is None:
+            return await super().aget_by_ids(ids)
+        try:
+            return [to_document(r) for r in await self.async_collection.get([str(i) for i in ids])]
+        except CollectionNotFoundError:
+            return []
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """The ``k`` documents best matching ``query``; kwargs: ``filter``, ``score_threshold`` and the search
+        options (``mode``, ``fusion``, ``weights``, ``candidates``, ``rerank``, ``rerank_candidates``)."""
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
+
+    async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """``similarity_search`` for asyncio."""
+        return [doc for doc, _ in await self.asimilarity_search_with_score(query, k, **kwargs)]
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        """``similarity_search`` with each document's score: the search mode's own (cosine for dense), or the
+        cross-encoder's when re-ranking; higher is better."""
+        collection = self._sync("similarity_search_with_score")
+        return _scored(lambda: collection.search_text(query, **self._search_args(k, kwargs)))
+
+    async def asimilarity_search_with_score(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """``similarity_search_with_score`` for asyncio."""
+        if self.async_collection is None:
+            return await super().asimilarity_search_with_score(query, k, **kwargs)
+        try:
+            hits = await self.async_collection.search_text(query, **self._search_args(k, kwargs))
+        except CollectionNotFoundError:
+            return []
+        return [(to_document(h), h.score) for h in hits]
+
+    def max_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """The ``k`` documents chosen by maximal marginal relevance among the ``fetch_k`` best, by the engine
+        (``lambda_mult``: 1 for relevance only, 0 for diversity only)."""
+        collection = self._sync("max_marginal_relevance_search")
+        options = self._mmr_args(k, fetch_k, lambda_mult, kwargs)
+        return [doc for doc, _ in _scored(lambda: collection.search_text(query, **options))]
+
+    async def amax_marginal_relevance_search(
+        self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
+    ) -> list[Document]:
+        """``max_marginal_relevance_search`` for asyncio."""
+        if self.async_collection is None:
+            return await super().amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
+        options = self._mmr_args(k, fetch_k, lambda_mult, kwargs)
+        try:
+            return [to_document(h) for h in await self.async_collection.search_text(query, **options)]
+        except CollectionNotFoundError:
+            return []
+
+    def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+        options = dict(kwargs)
+        found = {
+            "limit": k,
+            "query_filter": query_filter(options.pop("filter", None)),
+            "score_threshold": options.pop("score_threshold", None),
+        }
+        unknown = sorted(set(options) - _SEARCH_OPTIONS)
+        if unknown:
+            raise InvalidArgumentError(
+                f"unknown search argument(s) {unknown}; use filter=, score_threshold= or {sorted(_SEARCH_OPTIONS)}."
+            )
+        return found | self.search_options | options
+
+    def _mmr_args(self, k: int, fetch_k: int, lambda_mult: float, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
+            raise InvalidArgumentError(f"lambda_mult={lambda_mult!r} must be between 0 (diversity) and 1 (relevance).")
+        options = self._search_args(k, kwargs)
+        fetch = max(fetch_k, k) if isinstance(fetch_k, int) and isinstance(k, int) else fetch_k
+        return options | {"diversity": 1.0 - float(lambda_mult), "candidates": fetch}
+
+    def _select_relevance_score_fn(self) -> Callable[[float], float]:
+        """Relevance in [0, 1] for dense searches without re-ranking (other scores have no fixed range)."""
+        options = self.search_options
+        if options["mode"] != "dense" or options["rerank"] is not None:
+            raise NotImplementedError(
+                f"relevance scores in [0, 1] exist for mode='dense' without rerank= only (this store: "
+                f"mode={options['mode']!r}); use similarity_search_with_score, whose scores are the mode's own."
+            )
+        distance = self._any._core.distance  # the collection's own setting (not part of its documented surface)
+        if distance == "cosine":
+            return _cosine_relevance
+        if distance == "dot":
+            return self._max_inner_product_relevance_score_fn
+        if distance == "euclid":
+            return self._euclidean_relevance_score_fn
+        raise NotImplementedError(f"no relevance score for distance={distance!r}; use similarity_search_with_score.")
+
+    # -- construction ----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        collection_name: str = "langchain",
+        location: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        client: QdrantClient | None = None,
+        mode: str = "dense",
+        **collection_options: Any,
+    ) -> SbertQdrantVectorStore:
+        """Open (or create) a TextCollection for ``embedding`` (an SbertEmbeddings' own encoder, or any LangChain
+        Embeddings through a LangChainEncoder) and add the texts to it. collection_options: TextCollection's
+        (``sparse=``, ``distance=``, ``payload_indexes=``, ...)."""
+        collection = TextCollection(
+            collection_name,
+            as_encoder(embedding),
+            location=location,
+            url=url,
+            api_key=api_key,
+            client=client,
+            **collection_options,
+        )
+        store = cls(collection, mode=mode)
+        store._embeddings = embedding
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    @classmethod
+    async def afrom_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings,
+        metadatas: list[dict[str, Any]] | None = None,
+        *,
+        ids: list[str] | None = None,
+        collection_name: str = "langchain",
+        location: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        client: AsyncQdrantClient | None = None,
+        mode: str = "dense",
+        **collection_options: Any,
+    ) -> SbertQdrantVectorStore:
+        """``from_texts`` for asyncio: an AsyncTextCollection (async methods only)."""
+        collection = AsyncTextCollection(
+            collection_name,
+            as_encoder(embedding),
+            location=location,
+            url=url,
+            api_key=api_key,
+            client=client,
+            **collection_options,
+        )
+        store = cls(collection, mode=mode)
+        store._embeddings = embedding
+        await store.aadd_texts(texts, metadatas, ids=ids)
+        return store
+
+    def close(self) -> None:
+        """Close the sync collection (an Edge folder's lock, a client it opened)."""
+        if self.collection is not None:
+            self.collection.close()
+
+    async def aclose(self) -> None:
+        """Close the async collection, and the sync one."""
+        if self.async_collection is not None:
+            await self.async_collection.close()
+        self.close()
+
+
+def _scored(search: Callable[[], list[Hit]]) -> list[tuple[Document, float]]:
+    try:
+        hits = search()
+    except CollectionNotFoundError:
+        return []  # nothing stored yet: an empty store
+    return [(to_document(h), h.score) for h in hits]
+
+
+def _cosine_relevance(score: float) -> float:
+    """Cosine similarity in [-1, 1] as relevance in [0, 1]."""
+    return (score + 1.0) / 2.0

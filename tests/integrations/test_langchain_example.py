@@ -1,0 +1,28 @@
+"""examples/langchain_rag.py runs offline to the end and prints the prompt with its retrieved, cited context."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.mark.slow
+def test_langchain_rag_example_builds_a_cited_prompt() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langchain_rag.py"), "How do I run the tests?", "--k", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    assert "paragraphs (" in out and "--- system" in out and "--- human\nHow do I run the tests?" in out
+    assert out.count("[README.md #") + out.count("[training.md #") == 2

@@ -1,0 +1,90 @@
+"""Retrieve, then re-rank with a cross-encoder: ``search_text(rerank=...)`` and ``search_documents(rerank=...)`` on
+every engine here, checked against the cross-encoder's own scores."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from flavours import Engines
+
+from sbert_qdrant import CrossEncoder, InvalidArgumentError, SentenceEncoder
+from sbert_qdrant.cli import main
+from sbert_qdrant.testing import tiny_encoder
+
+QUESTIONS = [
+    "How do I learn Python quickly?",
+    "What is the best way to learn Python fast?",
+    "Why is the sky blue?",
+    "How can I lose weight in a month?",
+    "What is the capital of France?",
+    "Which city is the capital of France?",
+]
+
+
+@pytest.fixture(scope="module")
+def cross(tmp_path_factory: pytest.TempPathFactory) -> CrossEncoder:
+    """A tiny cross-encoder with a random head: its order is arbitrary, so re-ranking visibly changes results."""
+    folder = tmp_path_factory.mktemp("tiny")
+    tiny_encoder().save(folder)
+    return CrossEncoder.from_transformer(folder, seed=3)
+
+
+def test_rerank_orders_hits_by_the_cross_encoder(
+    make: Engines, tiny_encoder: SentenceEncoder, cross: CrossEncoder
+) -> None:
+    coll = make.open(tiny_encoder)
+    ids = coll.upsert_texts(QUESTIONS)
+    query = "learning Python"
+    plain = {h.id: h.score for h in coll.search_text(query, limit=6)}
+    expected = sorted(zip(cross.predict([(query, t) for t in QUESTIONS]).tolist(), ids, strict=True), reverse=True)
+    for with_payload in (True, False):
+        hits = coll.search_text(query, limit=3, rerank=cross, rerank_candidates=6, with_payload=with_payload)
+        assert [h.id for h in hits] == [i for _, i in expected[:3]]
+        assert [h.score for h in hits] == pytest.approx([s for s, _ in expected[:3]], abs=1e-5)
+        assert all(h.retrieval_score == pytest.approx(plain[h.id], abs=1e-5) and h.text for h in hits)
+    shallow = coll.search_text(query, limit=2, rerank=cross, rerank_candidates=2)  # only the 2 nearest re-ranked
+    assert {h.id for h in shallow} == set(sorted(plain, key=plain.__getitem__, reverse=True)[:2])
+    many = coll.search_texts([query, "sky colour"], limit=2, rerank=cross, mode="hybrid")
+    assert [len(hits) for hits in many] == [2, 2] and all(h.retrieval_score is not None for h in many[1])
+
+
+def test_rerank_documents_by_their_chunks(make: Engines, tiny_encoder: SentenceEncoder, cross: CrossEncoder) -> None:
+    coll = make.open(tiny_encoder)
+    pages = [" ".join(QUESTIONS[i : i + 3] * 4) for i in range(4)]
+    coll.upsert_documents(pages, ids=["a", "b", "c", "d"], chunk_tokens=16)
+    hits = coll.search_documents("capital of France", limit=2, chunks=2, rerank=cross, rerank_candidates=4)
+    assert len(hits) == 2 and hits[0].score >= hits[1].score
+    for hit in hits:
+        scores = cross.predict([("capital of France", c.text) for c in hit.chunks]).tolist()
+        assert [c.score for c in hit.chunks] == pytest.approx(sorted(scores, reverse=True), abs=1e-5)
+        assert hit.score == pytest.approx(hit.chunks[0].score) and all(
+            c.retrieval_score is not None for c in hit.chunks
+        )
+
+
+def test_bad_rerank_arguments_are_refused(make: Engines, tiny_encoder: SentenceEncoder, cross: CrossEncoder) -> None:
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS)
+    with pytest.raises(InvalidArgumentError, match="must be a CrossEncoder"):
+        coll.search_text("x", rerank=tiny_encoder)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="rerank_candidates=0"):
+        coll.search_text("x", rerank=cross, rerank_candidates=0)
+
+
+def test_cli_search_reranks_with_a_saved_cross_encoder(
+    tmp_path: Path, cross: CrossEncoder, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, cross_dir = tmp_path / "bi", tmp_path / "cross"
+    tiny_encoder().save(model)
+    cross.save(cross_dir)
+    source = tmp_path / "q.txt"
+    source.write_text("\n".join(QUESTIONS) + "\n", encoding="utf-8")
+    engine = ["--location", str(tmp_path / "qdrant"), "--model", str(model), "--device", "cpu", "--no-progress"]
+    assert main(["index", str(source), *engine]) == 0
+    assert main(["search", "learning Python", "--limit", "2", "--rerank", str(cross_dir), "--json", *engine]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = sorted(cross.predict([("learning Python", q) for q in QUESTIONS]).tolist(), reverse=True)[:2]
+    assert [r["score"] for r in rows] == pytest.approx(expected, abs=1e-5)
+    assert all(r["retrieval_score"] is not None for r in rows)
