@@ -15,9 +15,9 @@
 2. Quora. Pairs whose id is divisible by 5 are held out (the slice ``_data.read_quora_duplicate_probes`` probes
    with); a cross-encoder (``CrossEncoderBCELoss``, from the default model's weights) trains on pairs of the rest.
    Pair classification on the held-out pairs: AP / F1 of the cross-encoder's score vs the bi-encoder's cosine.
-   Retrieve and re-rank: the questions of the held-out duplicate pairs are indexed in a TextCollection; for each
-   probe ``search_text`` retrieves the top ``--candidates`` other questions and the cross-encoder re-orders them;
-   MRR@10 of the partner, re-ranked vs retrieval alone (target: +2 points).
+   Retrieve and re-rank: the questions of all held-out duplicate pairs are indexed in a TextCollection; for
+   ``--probes`` of those pairs ``search_text`` retrieves the top ``--candidates`` other questions for one question
+   and the cross-encoder re-orders them; MRR@10 of its partner, re-ranked vs retrieval alone (target: +2 points).
 
 Trained models are saved under ``--output`` (``stsb-cross-encoder/``, ``quora-cross-encoder/``); ``--reuse`` loads
 them from there instead of training again. Speeds are only comparable within a run (the CPU is printed with each).
@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from _data import cpu_summary, mrr_at_10, read_corpus, read_quora_duplicate_probes, read_quora_pairs
 
 from sbert_qdrant import CrossEncoder, SentenceEncoder, TextCollection
@@ -89,24 +90,49 @@ def trained(
 
 
 def silver_pairs(bi: SentenceEncoder, gold: list[Example], count: int, seed: int) -> list[Example]:
-    """``count`` pairs of gold-pair sentences scored by the bi-encoder, on the gold scale (see the module docstring)."""
-    sentences = sorted({text for example in gold for text in example.texts})
-    vectors = np.asarray(bi.encode(sentences, batch_size=64, normalize=True, show_progress_bar=False))
-    index = {text: i for i, text in enumerate(sentences)}
-    cosine = [float(vectors[index[e.texts[0]]] @ vectors[index[e.texts[1]]]) for e in gold]
-    slope, intercept = np.polyfit(cosine, [float(e.label or 0) for e in gold], 1)
+    """``count`` pairs of the gold pairs' texts, each text with one of its 30 nearest (70 %) or a random other text,
+    labelled by the bi-encoder: its cosine mapped to the gold labels' scale, as the gold pairs' cosines map to their
+    labels (mean label in 20 equal-count bins of cosine, interpolated, kept monotone)."""
+    texts = sorted({text for example in gold for text in example.texts})
+    vectors = np.asarray(bi.encode(texts, batch_size=64, normalize=True, show_progress_bar=False))
+    index = {text: i for i, text in enumerate(texts)}
+    cosine = np.array([vectors[index[e.texts[0]]] @ vectors[index[e.texts[1]]] for e in gold])
+    labels = np.array([float(e.label or 0) for e in gold])
+    bins = np.array_split(np.argsort(cosine), 20)
+    x = [float(cosine[b].mean()) for b in bins]
+    y = np.maximum.accumulate([float(labels[b].mean()) for b in bins])
     rng = random.Random(seed)
-    anchors = [rng.randrange(len(sentences)) for _ in range(count)]
+    anchors = [rng.randrange(len(texts)) for _ in range(count)]
     silver = []
     for start in range(0, count, 1024):  # bounded memory for the similarity block
         block = anchors[start : start + 1024]
         scores = vectors[block] @ vectors.T
         for row, i in zip(scores, block, strict=True):
             row[i] = -np.inf
-            j = int(np.argsort(-row)[rng.randrange(30)]) if rng.random() < 0.7 else rng.randrange(len(sentences))
-            label = float(np.clip(slope * float(vectors[i] @ vectors[j]) + intercept, 0, 1))
-            silver.append(Example((sentences[i], sentences[j]), label))
+            j = int(np.argsort(-row)[rng.randrange(30)]) if rng.random() < 0.7 else rng.randrange(len(texts))
+            silver.append(Example((texts[i], texts[j]), float(np.interp(vectors[i] @ vectors[j], x, y))))
     return silver
+
+
+def hard_negatives(bi: SentenceEncoder, gold: list[Example], per_positive: int, seed: int) -> list[Example]:
+    """For each duplicate pair (q, p) of ``gold``: ``per_positive`` pairs (q, n) labelled 0, n drawn from the 10
+    questions nearest to q by the bi-encoder other than q, p and q's other known duplicates."""
+    texts = sorted({text for example in gold for text in example.texts})
+    vectors = np.asarray(bi.encode(texts, batch_size=64, normalize=True, show_progress_bar=False))
+    index = {text: i for i, text in enumerate(texts)}
+    known: dict[str, set[str]] = {}
+    for example in gold:
+        if example.label == 1:
+            a, b = example.texts
+            known.setdefault(a, {a}).add(b)
+            known.setdefault(b, {b}).add(a)
+    rng = random.Random(seed)
+    negatives = []
+    for query, partners in known.items():
+        scores = vectors @ vectors[index[query]]
+        nearest = [texts[j] for j in np.argsort(-scores)[: 10 + len(partners)] if texts[j] not in partners][:10]
+        negatives += [Example((query, text), 0) for text in rng.sample(nearest, min(per_positive, len(nearest)))]
+    return negatives
 
 
 def speeds(bi: SentenceEncoder, cross: CrossEncoder, pairs: list[tuple[str, str]], rounds: int) -> tuple[float, float]:
@@ -133,7 +159,8 @@ def sts_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
     dev = read_scored_pairs(data / "stsb" / "stsb_dev.tsv.gz")
     if args.quick:
         gold, dev = gold[:64], dev[:200]
-    silver = silver_pairs(bi, gold, 64 if args.quick else args.sts_silver, args.seed) if args.sts_silver else []
+    count = 64 if args.quick else args.sts_silver
+    silver = silver_pairs(bi, gold, count, args.seed) if args.sts_silver else []
     print(
         f"\n== 1. STS-B: cross-encoder vs bi-encoder; {len(gold)} gold + {len(silver)} silver train pairs, "
         f"{len(dev)} dev pairs =="
@@ -230,9 +257,12 @@ def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> Non
     train_pairs, held_out = quora_split(data, 64 if args.quick else args.quora_train, args.seed)
     if args.quick:
         held_out = held_out[:200]
+    count = 64 if args.quick else args.quora_silver
+    silver = silver_pairs(bi, train_pairs, count, args.seed) if args.quora_silver else []
+    hard = hard_negatives(bi, train_pairs, args.quora_hard_negatives, args.seed) if args.quora_hard_negatives else []
     print(
-        f"\n== 2. Quora: {len(train_pairs)} training pairs (ids not divisible by 5), {len(held_out)} held-out pairs "
-        "(ids divisible by 5) =="
+        f"\n== 2. Quora: {len(train_pairs)} gold + {len(silver)} silver + {len(hard)} hard-negative training pairs "
+        f"(ids not divisible by 5), {len(held_out)} held-out pairs (ids divisible by 5) =="
     )
     config = TrainingConfig(
         epochs=args.quora_epochs,
@@ -242,7 +272,8 @@ def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> Non
         seed=args.seed,
         max_steps=2 if args.quick else None,
     )
-    cross = trained(output / "quora-cross-encoder", args.reuse, CrossEncoderBCELoss, train_pairs, config)
+    examples = train_pairs + silver + hard
+    cross = trained(output / "quora-cross-encoder", args.reuse, CrossEncoderBCELoss, examples, config)
     evaluator = PairClassificationEvaluator(
         [e.texts[0] for e in held_out], [e.texts[1] for e in held_out], [int(e.label or 0) for e in held_out]
     )
@@ -263,12 +294,16 @@ def retrieve_and_rerank(args: argparse.Namespace, bi: SentenceEncoder, cross: Cr
     Once ``search_text(..., rerank=cross_encoder, rerank_candidates=N)`` exists, it can replace ``rerank`` here and
     this same comparison checks it (the two must agree).
     """
-    probes, questions = read_quora_duplicate_probes(args.data, 50 if args.quick else args.probes)
+    probes, questions = read_quora_duplicate_probes(args.data, 50 if args.quick else None)
+    probes = probes[: args.probes]
     depth = args.candidates
     print(
-        f"\nretrieve and re-rank: {len(probes)} held-out duplicate pairs as probes, their {len(questions)} questions "
-        f"indexed; search_text top {depth}, re-ranked by the cross-encoder; MRR@10 of the partner"
+        f"\nretrieve and re-rank: the {len(questions)} questions of the held-out duplicate pairs indexed; for "
+        f"{len(probes)} of those pairs, search_text's top {depth} for one question (itself left out), re-ranked by "
+        f"the cross-encoder ({args.rerank_precision}); MRR@10 of its partner"
     )
+    if args.rerank_precision != cross.precision:
+        cross = CrossEncoder.load(args.output / "quora-cross-encoder", device="cpu", precision=args.rerank_precision)
     retrieved, reranked, search_s, rerank_s = rerank(bi, cross, probes, questions, depth, root)
     before, after = mrr_at_10(retrieved, probes), mrr_at_10(reranked, probes)
     in_depth = np.mean([partner in found for found, (_, partner) in zip(retrieved, probes, strict=True)])
@@ -294,9 +329,11 @@ def main() -> None:
     parser.add_argument("--sts-epochs", type=int, default=4)
     parser.add_argument("--sts-lr", type=float, default=5e-5)
     parser.add_argument("--sts-silver", type=int, default=12_000, help="silver pairs scored by the bi-encoder")
-    parser.add_argument("--quora-train", type=int, default=6000, help="training pairs sampled from the Quora file")
+    parser.add_argument("--quora-train", type=int, default=10_000, help="gold pairs sampled from the Quora file")
+    parser.add_argument("--quora-silver", type=int, default=10_000, help="silver pairs scored by the bi-encoder")
+    parser.add_argument("--quora-hard-negatives", type=int, default=0, help="per duplicate pair (see hard_negatives)")
     parser.add_argument("--quora-epochs", type=int, default=1)
-    parser.add_argument("--quora-lr", type=float, default=2e-5)
+    parser.add_argument("--quora-lr", type=float, default=5e-5)
     parser.add_argument("--train-precision", default="auto", choices=("auto", "fp32", "bf16"))
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--speed-precisions", nargs="+", default=["fp32", "bf16"], choices=("fp32", "bf16", "int8"))
@@ -304,6 +341,12 @@ def main() -> None:
     parser.add_argument("--mine-sentences", type=int, default=10_000)
     parser.add_argument("--probes", type=int, default=1000, help="held-out duplicate pairs to re-rank for")
     parser.add_argument("--candidates", type=int, default=50, help="hits of search_text the cross-encoder re-ranks")
+    parser.add_argument(
+        "--rerank-precision",
+        default="bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "fp32",
+        choices=("fp32", "bf16", "int8"),
+        help="the cross-encoder's precision for re-ranking (default: bf16 on CPUs with native bf16, else fp32)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1

@@ -49,8 +49,9 @@ class CrossEncoderObjective(Objective[CrossEncoder]):
 class CrossEncoderBCELoss(CrossEncoderObjective):
     """Binary cross-entropy of the pair's logit against a 0/1 label (duplicate, relevant, ...).
 
-    Inputs: (text1, text2) pairs labelled 1 or 0 (read Quora with ``read_binary_pairs``). The trained model scores
-    pairs with sigmoid(logit), sentence-transformers' default activation for one label.
+    Inputs: (text1, text2) pairs labelled 1 or 0 (read Quora with ``read_binary_pairs``), or a soft label in 0..1
+    (a teacher's probability). The trained model scores pairs with sigmoid(logit), sentence-transformers' default
+    activation for one label.
     """
 
     label_kind: ClassVar[LabelKind | None] = "binary"
