@@ -9,11 +9,15 @@
    (``mine_duplicates``), measured end to end (target <= 10 s on this 2-core CPU).
    Training data: the 5,749 gold STS-B train pairs plus ``--sts-silver`` silver pairs of STS-B train sentences (each
    with one of its 30 nearest train sentences, or 30 % of the time a random one) labelled by the bi-encoder -- its
-   cosine mapped to the gold 0..1 scale by a line fitted on the gold train pairs. The cross-encoder reads the pair
-   at once but starts from weights trained for cosine; these silver pairs hand it the bi-encoder's judgement first
-   (distillation, as Augmented SBERT does the other way round). ``--sts-silver 0`` trains on the gold pairs alone.
+   cosine mapped to the gold 0..1 scale as the gold train pairs' cosines map to their scores. The cross-encoder
+   reads the pair at once but starts from weights trained for cosine; the silver pairs hand it the bi-encoder's
+   judgement (distillation, as Augmented SBERT does the other way round). Measured on dev, from the same start:
+   gold alone plateaus at ~86.5 (below the bi-encoder), gold + silver reaches ~88.4. ``--sts-silver 0``: gold alone.
 2. Quora. Pairs whose id is divisible by 5 are held out (the slice ``_data.read_quora_duplicate_probes`` probes
-   with); a cross-encoder (``CrossEncoderBCELoss``, from the default model's weights) trains on pairs of the rest.
+   with); a cross-encoder (``CrossEncoderBCELoss``, from the default model's weights) trains on ``--quora-train``
+   pairs of the rest, plus ``--quora-silver`` silver pairs of their questions (as in part 1; the label is the
+   duplicate rate at that cosine) and ``--quora-hard-negatives`` pairs labelled 0 per question of a duplicate pair
+   (one of its 10 nearest questions by the bi-encoder that is not a known duplicate).
    Pair classification on the held-out pairs: AP / F1 of the cross-encoder's score vs the bi-encoder's cosine.
    Retrieve and re-rank: the questions of all held-out duplicate pairs are indexed in a TextCollection; for
    ``--probes`` of those pairs ``search_text`` retrieves the top ``--candidates`` other questions for one question
@@ -23,6 +27,9 @@ Trained models are saved under ``--output`` (``stsb-cross-encoder/``, ``quora-cr
 them from there instead of training again. Speeds are only comparable within a run (the CPU is printed with each).
 
     python benchmarks/cross_encoder.py --data ../shared/data [--output DIR] [--reuse] [--quick] [--parts sts quora]
+
+Training takes most of the time (3 epochs of 17,749 STS-B pairs, ~35-100 pairs/s on 2 cores); train once with
+``--output DIR``, then measure with ``--output DIR --reuse``.
 """
 
 from __future__ import annotations
@@ -78,14 +85,18 @@ def train(
 
 
 def trained(
-    folder: Path, reuse: bool, objective_class: type[Objective], examples: list[Example], config: TrainingConfig
+    folder: Path,
+    reuse: bool,
+    objective_class: type[Objective],
+    examples: Callable[[], list[Example]],
+    config: TrainingConfig,
 ) -> CrossEncoder:
     """The cross-encoder saved in ``folder`` (with --reuse), else a new one from the default model, trained."""
     if reuse and (folder / "config.json").is_file():
         print(f"  reusing the cross-encoder in {folder}")
         return CrossEncoder.load(folder, device="cpu")
     cross_encoder = CrossEncoder.from_transformer(device="cpu", seed=config.seed)
-    train(cross_encoder, objective_class(cross_encoder), examples, config, folder)
+    train(cross_encoder, objective_class(cross_encoder), examples(), config, folder)
     return cross_encoder
 
 
@@ -115,8 +126,8 @@ def silver_pairs(bi: SentenceEncoder, gold: list[Example], count: int, seed: int
 
 
 def hard_negatives(bi: SentenceEncoder, gold: list[Example], per_positive: int, seed: int) -> list[Example]:
-    """For each duplicate pair (q, p) of ``gold``: ``per_positive`` pairs (q, n) labelled 0, n drawn from the 10
-    questions nearest to q by the bi-encoder other than q, p and q's other known duplicates."""
+    """For each question q of a duplicate pair in ``gold``: ``per_positive`` pairs (q, n) labelled 0, n drawn from the
+    10 questions nearest to q by the bi-encoder that are not q nor a known duplicate of q."""
     texts = sorted({text for example in gold for text in example.texts})
     vectors = np.asarray(bi.encode(texts, batch_size=64, normalize=True, show_progress_bar=False))
     index = {text: i for i, text in enumerate(texts)}
@@ -159,12 +170,13 @@ def sts_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
     dev = read_scored_pairs(data / "stsb" / "stsb_dev.tsv.gz")
     if args.quick:
         gold, dev = gold[:64], dev[:200]
-    count = 64 if args.quick else args.sts_silver
-    silver = silver_pairs(bi, gold, count, args.seed) if args.sts_silver else []
-    print(
-        f"\n== 1. STS-B: cross-encoder vs bi-encoder; {len(gold)} gold + {len(silver)} silver train pairs, "
-        f"{len(dev)} dev pairs =="
-    )
+    print(f"\n== 1. STS-B: cross-encoder vs bi-encoder on {len(dev)} dev pairs ==")
+
+    def examples() -> list[Example]:
+        silver = silver_pairs(bi, gold, 64 if args.quick else args.sts_silver, args.seed) if args.sts_silver else []
+        print(f"  training pairs: {len(gold)} gold (STS-B train) + {len(silver)} silver")
+        return gold + silver
+
     config = TrainingConfig(
         epochs=args.sts_epochs,
         batch_size=args.batch_size,
@@ -173,7 +185,7 @@ def sts_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
         seed=args.seed,
         max_steps=2 if args.quick else None,
     )
-    cross = trained(output / "stsb-cross-encoder", args.reuse, CrossEncoderMSELoss, gold + silver, config)
+    cross = trained(output / "stsb-cross-encoder", args.reuse, CrossEncoderMSELoss, examples, config)
     evaluator = STSEvaluator([e.texts[0] for e in dev], [e.texts[1] for e in dev], [float(e.label or 0) for e in dev])
     bi_metrics, cross_metrics = evaluator(bi), evaluator(cross)
     gain = cross_metrics["spearman"] - bi_metrics["spearman"]
@@ -230,10 +242,10 @@ def rerank(
     questions: list[str],
     depth: int,
     root: Path,
-) -> tuple[list[list[str]], list[list[str]], float, float]:
-    """Each probe's ranking by ``search_text`` (top ``depth``, the query left out) and re-ranked by the cross-encoder;
-    seconds spent searching and re-ranking."""
-    retrieved, reranked = [], []
+) -> tuple[list[list[str]], list[np.ndarray], float, float]:
+    """Each probe's top ``depth`` by ``search_text`` (the query left out), the cross-encoder's score of each, and the
+    seconds spent searching and scoring."""
+    retrieved, scores = [], []
     search_seconds = rerank_seconds = 0.0
     with TextCollection("quora", bi, location=root / "quora", sparse=None, show_progress_bar=False) as coll:
         coll.upsert_texts(questions)
@@ -243,13 +255,17 @@ def rerank(
             hits = [h.text or "" for h in coll.search_text(query, limit=depth + 1)]
             candidates = [text for text in hits if text != query][:depth]
             searched = time.perf_counter()
-            scores = cross.predict([(query, text) for text in candidates], show_progress_bar=False)
-            order = np.argsort(-np.asarray(scores), kind="stable")
+            scores.append(np.asarray(cross.predict([(query, text) for text in candidates], show_progress_bar=False)))
             rerank_seconds += time.perf_counter() - searched
             search_seconds += searched - start
             retrieved.append(candidates)
-            reranked.append([candidates[i] for i in order])
-    return retrieved, reranked, search_seconds, rerank_seconds
+    return retrieved, scores, search_seconds, rerank_seconds
+
+
+def reranked(retrieved: list[list[str]], scores: list[np.ndarray], depth: int) -> list[list[str]]:
+    """Each ranking's first ``depth`` re-ordered by the cross-encoder's scores, the rest left as retrieved."""
+    orders = [np.argsort(-row[:depth], kind="stable") for row in scores]
+    return [[found[i] for i in order] + found[depth:] for found, order in zip(retrieved, orders, strict=True)]
 
 
 def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> None:
@@ -257,13 +273,18 @@ def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> Non
     train_pairs, held_out = quora_split(data, 64 if args.quick else args.quora_train, args.seed)
     if args.quick:
         held_out = held_out[:200]
-    count = 64 if args.quick else args.quora_silver
-    silver = silver_pairs(bi, train_pairs, count, args.seed) if args.quora_silver else []
-    hard = hard_negatives(bi, train_pairs, args.quora_hard_negatives, args.seed) if args.quora_hard_negatives else []
-    print(
-        f"\n== 2. Quora: {len(train_pairs)} gold + {len(silver)} silver + {len(hard)} hard-negative training pairs "
-        f"(ids not divisible by 5), {len(held_out)} held-out pairs (ids divisible by 5) =="
-    )
+    print(f"\n== 2. Quora: {len(held_out)} held-out pairs (ids divisible by 5) ==")
+
+    def examples() -> list[Example]:
+        count, negatives = 64 if args.quick else args.quora_silver, args.quora_hard_negatives
+        silver = silver_pairs(bi, train_pairs, count, args.seed) if count else []
+        hard = hard_negatives(bi, train_pairs, negatives, args.seed) if negatives else []
+        print(
+            f"  training pairs: {len(train_pairs)} gold (ids not divisible by 5) + {len(silver)} silver + "
+            f"{len(hard)} hard negatives"
+        )
+        return train_pairs + silver + hard
+
     config = TrainingConfig(
         epochs=args.quora_epochs,
         batch_size=args.batch_size,
@@ -272,7 +293,6 @@ def quora_part(args: argparse.Namespace, bi: SentenceEncoder, root: Path) -> Non
         seed=args.seed,
         max_steps=2 if args.quick else None,
     )
-    examples = train_pairs + silver + hard
     cross = trained(output / "quora-cross-encoder", args.reuse, CrossEncoderBCELoss, examples, config)
     evaluator = PairClassificationEvaluator(
         [e.texts[0] for e in held_out], [e.texts[1] for e in held_out], [int(e.label or 0) for e in held_out]
@@ -304,13 +324,17 @@ def retrieve_and_rerank(args: argparse.Namespace, bi: SentenceEncoder, cross: Cr
     )
     if args.rerank_precision != cross.precision:
         cross = CrossEncoder.load(args.output / "quora-cross-encoder", device="cpu", precision=args.rerank_precision)
-    retrieved, reranked, search_s, rerank_s = rerank(bi, cross, probes, questions, depth, root)
-    before, after = mrr_at_10(retrieved, probes), mrr_at_10(reranked, probes)
+    retrieved, scores, search_s, rerank_s = rerank(bi, cross, probes, questions, depth, root)
+    before = mrr_at_10(retrieved, probes)
     in_depth = np.mean([partner in found for found, (_, partner) in zip(retrieved, probes, strict=True)])
     print(f"{'retrieval alone (search_text, bi-encoder)':44}MRR@10 {100 * before:6.2f}   (anchor)")
-    print(f"{'retrieve, then re-rank the top ' + str(depth):44}MRR@10 {100 * after:6.2f}")
-    verdict = "met" if 100 * (after - before) >= MRR_TARGET else "NOT met"
-    print(f"re-ranking: {100 * (after - before):+.2f} MRR@10 points (target >= +{MRR_TARGET}): {verdict}")
+    gains = {}
+    for top in sorted({10, depth}):
+        after = mrr_at_10(reranked(retrieved, scores, top), probes)
+        gains[top] = 100 * (after - before)
+        print(f"{'retrieve, then re-rank the top ' + str(top):44}MRR@10 {100 * after:6.2f}   {gains[top]:+.2f}")
+    verdict = "met" if gains[depth] >= MRR_TARGET else "NOT met"
+    print(f"re-ranking the top {depth}: {gains[depth]:+.2f} MRR@10 points (target >= +{MRR_TARGET}): {verdict}")
     per_query = 1000 / len(probes)
     print(
         f"(partner within the top {depth}: {100 * in_depth:.1f} % of probes; per query: search "
@@ -326,7 +350,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run: a few steps, small slices")
     parser.add_argument("--parts", nargs="+", choices=("sts", "quora"), default=["sts", "quora"])
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--sts-epochs", type=int, default=4)
+    parser.add_argument("--sts-epochs", type=int, default=3)
     parser.add_argument("--sts-lr", type=float, default=5e-5)
     parser.add_argument("--sts-silver", type=int, default=12_000, help="silver pairs scored by the bi-encoder")
     parser.add_argument("--quora-train", type=int, default=10_000, help="gold pairs sampled from the Quora file")
