@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=None, help="default: one epoch")
     args = parser.parse_args()
 
-    encoder = SentenceEncoder.load(args.model)
+    encoder = SentenceEncoder.load(args.model, precision="fp32")  # trained: fp32 weights
     train = read_nli(args.nli)
     sts = read_scored_pairs(args.sts)
     evaluator = STSEvaluator([r.texts[0] for r in sts], [r.texts[1] for r in sts], [float(r.label or 0) for r in sts])

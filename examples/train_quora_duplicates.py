@@ -37,7 +37,7 @@ def main() -> None:
     evaluator = PairClassificationEvaluator(
         [p.texts[0] for p in held_out], [p.texts[1] for p in held_out], [int(p.label or 0) for p in held_out]
     )
-    encoder = SentenceEncoder.load()
+    encoder = SentenceEncoder.load(precision="fp32")  # trained: fp32 weights
     before = evaluator(encoder)
     config = TrainingConfig(max_steps=args.max_steps, batch_size=32, show_progress_bar=True)
     Trainer(encoder, [(OnlineContrastiveLoss(encoder, margin=0.5), train)], config, output_dir=args.output).fit()

@@ -73,7 +73,7 @@ class TextCollection(Documents):
         settings = settings or Settings()
         self._core = CollectionCore(
             collection_name,
-            encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),  # type: ignore[arg-type]
+            encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),
             vector_name=vector_name,
             distance=distance,
             on_disk=on_disk,

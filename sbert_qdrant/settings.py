@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+#: Numeric precisions of the encoders ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 
 
 def redact_url(url: str) -> str:
@@ -34,7 +37,7 @@ class Settings(BaseSettings):
     collection: str = "texts"
     model: str | None = None
     device: str | None = None
-    precision: str = "fp32"
+    precision: Precision = "auto"
     timeout: float = Field(default=30.0, gt=0, description="seconds per request to a Qdrant server")
     retry_attempts: int = Field(default=6, ge=1)
     retry_max_seconds: float = Field(default=60.0, gt=0)

@@ -40,7 +40,7 @@ def default_model_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def default_encoder() -> SentenceEncoder:
-    return SentenceEncoder.load(device="cpu")
+    return SentenceEncoder.load(device="cpu", precision="fp32")
 
 
 @pytest.fixture(scope="session")

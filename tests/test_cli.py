@@ -19,7 +19,22 @@ TEXTS = ["How do I learn Python quickly?", "What is the best way to learn Python
 def test_encode_file_to_npy_matches_the_api(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
     source = tmp_path / "texts.txt"
     source.write_text("\n".join(TEXTS) + "\n\n", encoding="utf-8")
-    assert main(["encode", str(source), "-o", str(tmp_path / "v.npy"), "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "encode",
+                str(source),
+                "-o",
+                str(tmp_path / "v.npy"),
+                "--device",
+                "cpu",
+                "--precision",
+                "fp32",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     np.testing.assert_allclose(np.load(tmp_path / "v.npy"), default_encoder.encode(TEXTS), atol=1e-6)
 
 

@@ -94,7 +94,7 @@ def test_sentence_transformers_folder_scores_the_same_here(tmp_path: Path) -> No
         str(classifier_folder(tmp_path / "hf")), device="cpu", max_length=24, activation_fn=torch.nn.Identity()
     )
     theirs.save(str(tmp_path / "st"))
-    ours = CrossEncoder.load(tmp_path / "st", device="cpu")
+    ours = CrossEncoder.load(tmp_path / "st", device="cpu", precision="fp32")
     assert (ours.max_seq_length, ours.activation, ours.num_labels) == (24, "identity", 1)
     np.testing.assert_allclose(ours.predict(PAIRS), theirs.predict(PAIRS), atol=1e-5)
     ours.save(tmp_path / "again")  # and back: what it read is what it writes
@@ -105,17 +105,17 @@ def test_sentence_transformers_folder_scores_the_same_here(tmp_path: Path) -> No
 
 def test_older_folders_a_bare_classification_checkpoint(tmp_path: Path) -> None:
     legacy = classifier_folder(tmp_path / "v4", activation="torch.nn.modules.linear.Identity")
-    ours = CrossEncoder.load(legacy, device="cpu")
+    ours = CrossEncoder.load(legacy, device="cpu", precision="fp32")
     theirs = ReferenceCrossEncoder(str(legacy), device="cpu")
     assert ours.activation == "identity" and isinstance(theirs.activation_fn, torch.nn.Identity)
     np.testing.assert_allclose(ours.predict(PAIRS), theirs.predict(PAIRS), atol=1e-5)
-    three = CrossEncoder.load(classifier_folder(tmp_path / "three", num_labels=3), device="cpu")
+    three = CrossEncoder.load(classifier_folder(tmp_path / "three", num_labels=3), device="cpu", precision="fp32")
     assert three.activation == "identity" and three.predict(PAIRS).shape == (len(PAIRS), 3)
 
 
 def test_from_transformer_keeps_the_body_and_seeds_the_head(encoder_folder: Path, tmp_path: Path) -> None:
     first = CrossEncoder.from_transformer(encoder_folder, device="cpu", seed=1)
-    body = SentenceEncoder.load(encoder_folder, device="cpu").transformer.model.state_dict()
+    body = SentenceEncoder.load(encoder_folder, device="cpu", precision="fp32").transformer.model.state_dict()
     assert all(torch.equal(tensor, first.transformer.model.bert.state_dict()[name]) for name, tensor in body.items())
     same = CrossEncoder.from_transformer(encoder_folder, device="cpu", seed=1)
     other = CrossEncoder.from_transformer(encoder_folder, device="cpu", seed=2)

@@ -43,7 +43,7 @@ def test_saved_folder_loads_in_sentence_transformers_with_same_embeddings(kind: 
     ours.save(tmp_path / "m")
     theirs = SentenceTransformer(str(tmp_path / "m"), device="cpu")
     np.testing.assert_allclose(theirs.encode(TEXTS), ours.encode(TEXTS), atol=1e-5)
-    again = SentenceEncoder.load(tmp_path / "m", device="cpu")
+    again = SentenceEncoder.load(tmp_path / "m", device="cpu", precision="fp32")
     np.testing.assert_allclose(again.encode(TEXTS), ours.encode(TEXTS), atol=1e-6)
     assert again.dimension == ours.dimension
 
@@ -56,7 +56,7 @@ def test_sentence_transformers_save_loads_here(tmp_path: Path) -> None:
     dense = st_models.Dense(t.dimension, 6)
     theirs = SentenceTransformer(modules=[word, pooling, dense, st_models.Normalize()], device="cpu")
     theirs.save(str(tmp_path / "st"))
-    ours = SentenceEncoder.load(tmp_path / "st", device="cpu")
+    ours = SentenceEncoder.load(tmp_path / "st", device="cpu", precision="fp32")
     assert [type(m).__name__ for m in ours.pipeline] == ["Transformer", "Pooling", "Dense", "Normalize"]
     np.testing.assert_allclose(ours.encode(TEXTS), theirs.encode(TEXTS), atol=1e-5)
 
@@ -71,7 +71,7 @@ def test_trainable_poolings_and_projection_round_trip_with_weights(tmp_path: Pat
     encoder = SentenceEncoder([t, layer_pool, attention, dense, Normalize()], device="cpu")
     assert encoder.transformer.output_hidden_states and encoder.dimension == 5
     encoder.save(tmp_path / "m")
-    again = SentenceEncoder.load(tmp_path / "m", device="cpu")
+    again = SentenceEncoder.load(tmp_path / "m", device="cpu", precision="fp32")
     np.testing.assert_allclose(again.encode(TEXTS), encoder.encode(TEXTS), atol=1e-6)
     modules = json.loads((tmp_path / "m" / "modules.json").read_text())
     assert [m["type"] for m in modules][1:3] == ["sbert_qdrant.WeightedLayerPooling", "sbert_qdrant.AttentionPooling"]
@@ -79,7 +79,7 @@ def test_trainable_poolings_and_projection_round_trip_with_weights(tmp_path: Pat
 
 def test_absent_weightless_module_folder_is_tolerated(default_model_dir: Path) -> None:
     assert not (default_model_dir / "2_Normalize").exists()
-    assert SentenceEncoder.load(default_model_dir, device="cpu").normalizes
+    assert SentenceEncoder.load(default_model_dir, device="cpu", precision="fp32").normalizes
 
 
 def test_absent_folder_of_module_with_config_is_an_error(tmp_path: Path) -> None:

@@ -72,7 +72,7 @@ def test_prompts_round_trip_through_sentence_transformers_with_same_vectors(
     assert_same_vectors(vectors_of(theirs), expected)
 
     theirs.save(str(tmp_path / "theirs"))
-    again = SentenceEncoder.load(tmp_path / "theirs", device="cpu")
+    again = SentenceEncoder.load(tmp_path / "theirs", device="cpu", precision="fp32")
     assert again.max_seq_length == 32  # sentence-transformers 6 writes it to the tokenizer config only
     assert again.prompts == PROMPTS and again.default_prompt_name == "classification"
     again_pooling = again.pipeline[1]
@@ -91,7 +91,7 @@ def test_saved_config_holds_prompts_and_keeps_a_loaded_models_other_keys(tmp_pat
     }
     config |= {"similarity_fn_name": "dot", "__version__": {"sentence_transformers": "5.0.0"}}
     (tmp_path / "m" / "config_sentence_transformers.json").write_text(json.dumps(config))
-    loaded = SentenceEncoder.load(tmp_path / "m", device="cpu")
+    loaded = SentenceEncoder.load(tmp_path / "m", device="cpu", precision="fp32")
     loaded.prompts["query"] = "search_query: "
     loaded.save(tmp_path / "again")
     again = json.loads((tmp_path / "again" / "config_sentence_transformers.json").read_text())
@@ -103,7 +103,7 @@ def test_model_without_prompts_saves_an_empty_prompt_config(tmp_path: Path) -> N
     encoder.save(tmp_path / "m")
     config = json.loads((tmp_path / "m" / "config_sentence_transformers.json").read_text())
     assert config["prompts"] == {} and config["default_prompt_name"] is None
-    again = SentenceEncoder.load(tmp_path / "m", device="cpu")
+    again = SentenceEncoder.load(tmp_path / "m", device="cpu", precision="fp32")
     assert again.prompts == {} and again.default_prompt_name is None
 
 

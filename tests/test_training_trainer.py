@@ -84,7 +84,7 @@ def test_same_seed_same_run_and_resume_equals_an_uninterrupted_run(tmp_path: Pat
     for (name, a), b in zip(straight.state_dict().items(), resumed_encoder.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5, msg=name)
     heads = [t.objectives[0] for t in (resumed,)]
-    saved = SoftmaxLoss.load_head(SentenceEncoder.load(tmp_path / "a", device="cpu"), tmp_path / "a")
+    saved = SoftmaxLoss.load_head(SentenceEncoder.load(tmp_path / "a", device="cpu", precision="fp32"), tmp_path / "a")
     torch.testing.assert_close(heads[0].classifier.weight, saved.classifier.weight, atol=1e-6, rtol=1e-5)
 
     other = TrainingConfig(max_steps=6, batch_size=4, learning_rate=1e-3, precision="fp32")
@@ -101,7 +101,7 @@ def test_best_model_by_primary_metric_is_kept(tmp_path: Path) -> None:
     assert [step for step, _ in result.evaluations] == [2, 4, 6]
     best = max(result.evaluations, key=lambda e: e[1]["spearman"])
     assert result.best_step == best[0] and result.best_metric == best[1]["spearman"]
-    final = sts_evaluator()(SentenceEncoder.load(tmp_path / "m", device="cpu"))
+    final = sts_evaluator()(SentenceEncoder.load(tmp_path / "m", device="cpu", precision="fp32"))
     assert final["spearman"] == pytest.approx(best[1]["spearman"], abs=1e-4)
     assert sts_evaluator()(encoder)["spearman"] == pytest.approx(best[1]["spearman"], abs=1e-4)
     assert not (tmp_path / "m" / "best").exists()

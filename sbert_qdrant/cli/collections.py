@@ -68,7 +68,9 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
     """The collection the command names; ``--no-sparse`` (index) creates a new one without the BM25 vector."""
     settings = Settings()
     encoder = SentenceEncoder.load(
-        args.model or settings.model, device=args.device or settings.device, precision=args.precision
+        args.model or settings.model,
+        device=args.device or settings.device,
+        precision=args.precision or settings.precision,
     )
     return TextCollection(
         args.collection or settings.collection,
@@ -134,7 +136,10 @@ def _clip(text: str | None, width: int) -> str:
 def _cross_encoder(args: argparse.Namespace) -> CrossEncoder | None:
     if args.rerank is None:
         return None
-    return CrossEncoder.load(args.rerank, device=args.device or Settings().device, precision=args.precision)
+    settings = Settings()
+    return CrossEncoder.load(
+        args.rerank, device=args.device or settings.device, precision=args.precision or settings.precision
+    )
 
 
 def _search_documents(args: argparse.Namespace) -> int:
@@ -222,7 +227,9 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
     parser.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
     parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
-    parser.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    parser.add_argument(
+        "--precision", default=None, choices=PRECISIONS, help="default: SBERT_QDRANT_PRECISION, else auto (see encode)"
+    )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
 

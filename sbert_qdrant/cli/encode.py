@@ -59,7 +59,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
     encode.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2)")
     encode.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
-    encode.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    encode.add_argument(
+        "--precision",
+        default="auto",
+        choices=PRECISIONS,
+        help="auto (default): the fastest exact-grade precision of this hardware (bf16 on CPUs with native bf16)",
+    )
     encode.add_argument("--batch-size", type=int, default=32)
     encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
     encode.add_argument(

@@ -20,6 +20,7 @@ from ..training import (
     NLI_LABELS,
     CosineSimilarityLoss,
     CrossEncoderBCELoss,
+    CrossEncoderListwiseLoss,
     CrossEncoderMSELoss,
     Evaluator,
     Example,
@@ -66,9 +67,15 @@ _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...],
         (("question1", "question2"), ("sentence1", "sentence2"), ("query", "text")),
     ),
     "cross-encoder-regression": (CrossEncoderMSELoss, "score", ("score", "label"), (("sentence1", "sentence2"),)),
+    "cross-encoder-listwise": (
+        CrossEncoderListwiseLoss,
+        None,
+        (),
+        (("query", "positive", "negative"), ("anchor", "positive", "negative")),
+    ),
 }
 #: Objectives that train a CrossEncoder (the others train a SentenceEncoder).
-_CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression"}
+_CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression", "cross-encoder-listwise"}
 _PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
 
 
@@ -143,10 +150,10 @@ def _load_model(args: argparse.Namespace, train_cross_encoder: bool = False) -> 
     folder = resolve_model_folder(args.model)
     device, max_seq_length = args.device, args.max_seq_length
     if is_cross_encoder(folder):
-        return CrossEncoder.load(folder, device=device, max_seq_length=max_seq_length)
+        return CrossEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
     if train_cross_encoder:
         return CrossEncoder.from_transformer(folder, device=device, max_seq_length=max_seq_length, seed=args.seed)
-    return SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length)
+    return SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -169,8 +176,8 @@ def _train(args: argparse.Namespace) -> int:
     encoder = _load_model(args, train_cross_encoder=cross == {True})
     if isinstance(encoder, CrossEncoder) != (cross == {True}):
         raise InvalidArgumentError(
-            f"--model {args.model} is a cross-encoder; train it with --objective cross-encoder-binary or "
-            "cross-encoder-regression."
+            f"--model {args.model} is a cross-encoder; train it with --objective cross-encoder-binary, "
+            "cross-encoder-regression or cross-encoder-listwise."
         )
     torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]

@@ -7,12 +7,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from .base import Features
@@ -27,7 +26,7 @@ from .cross_loading import (
 )
 from .encoder import _checked_texts
 from .loading import resolve_model_folder
-from .runtime import Precision, apply_precision, check_precision, length_sorted_batches, resolve_device
+from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -54,7 +53,8 @@ class CrossEncoder(nn.Module):
 
     More accurate than comparing two SentenceEncoder vectors, but one transformer pass per *pair*: use it to re-rank
     the few best hits of a bi-encoder search, not to search. ``activation`` turns logits into scores in ``predict``;
-    None picks sentence-transformers' default (sigmoid for one label, the raw logits for several).
+    None picks sentence-transformers' default (sigmoid for one label, the raw logits for several). ``precision`` as in
+    :class:`SentenceEncoder`: "auto" is ``load``'s default; a new cross-encoder starts in fp32, ready to train.
     """
 
     def __init__(
@@ -70,16 +70,15 @@ class CrossEncoder(nn.Module):
                 f"a cross-encoder needs a *ForSequenceClassification model, not {type(transformer.model).__name__}; "
                 "start one with CrossEncoder.from_transformer(...)."
             )
-        target = resolve_device(device)
-        check_precision(precision, target)
+        check_precision(precision, resolve_device(device))
         self.transformer = transformer
         self.activation = _checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        self.to(target)
-        apply_precision(transformer.model, precision)
-        self.device = target
-        self.precision: Precision = precision
+        self.device, chosen = place(self, transformer.model, device, precision)
+        self.precision = cast(Precision, chosen)
+        #: Whether ``precision`` was chosen by "auto".
+        self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
         self.truncated_count = 0
         self.eval()
@@ -89,7 +88,7 @@ class CrossEncoder(nn.Module):
         cls,
         model: str | os.PathLike[str],
         device: str | torch.device | None = None,
-        precision: Precision = "fp32",
+        precision: Precision = "auto",
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
     ) -> CrossEncoder:
@@ -257,11 +256,13 @@ class CrossEncoder(nn.Module):
             )
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
+
+        def run(index: np.ndarray) -> None:
+            features = self.collate([ids[i] for i in index], None if types is None else [types[i] for i in index])
+            out[index] = apply(self(features).float()).cpu().numpy()
+
         batches = length_sorted_batches([len(row) for row in ids], batch_size)
-        with torch.inference_mode():
-            for index in tqdm(batches, desc="Scoring", unit="batch", disable=not show_progress_bar):
-                features = self.collate([ids[i] for i in index], None if types is None else [types[i] for i in index])
-                out[index] = apply(self(features).float()).cpu().numpy()
+        run_batches(batches, run, self.device, show_progress_bar, "Scoring")
 
     def rank(
         self,
@@ -299,7 +300,7 @@ class CrossEncoder(nn.Module):
         return (
             f"CrossEncoder({type(self.transformer.model).__name__}, num_labels={self.num_labels}, "
             f"activation={self.activation!r}, max_seq_length={self.max_seq_length}, device={self.device}, "
-            f"precision={self.precision!r})"
+            f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''})"
         )
 
 

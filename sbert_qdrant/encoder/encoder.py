@@ -11,14 +11,13 @@ from typing import Any, Literal, cast
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from .base import EncoderModule, Features
 from .layers import Dense, Normalize, l2_normalize
 from .loading import load_modules, read_model_config, resolve_model_folder, save_modules, write_model_config
 from .pooling import AttentionPooling, Pooling
-from .runtime import Precision, apply_precision, check_precision, length_sorted_batches, resolve_device
+from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -30,6 +29,9 @@ _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 class SentenceEncoder(nn.Module):
     """A Sentence-BERT encoder: one vector per text, comparable by cosine.
 
+    precision: "auto" (``load``'s default) runs the fastest exact-grade precision of the device (bf16 on CPUs with
+    native bf16, fp16 on CUDA, else fp32); "fp32", "bf16", "fp16" (CUDA/MPS), "int8" (CPU) as named. Modules you
+    assemble yourself start in fp32, ready to train.
     prompts: prompt name -> text put in front of every text encoded with that name (e.g. ``{"query": "query: "}``).
     default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
     """
@@ -50,14 +52,13 @@ class SentenceEncoder(nn.Module):
         self.default_prompt_name = default_prompt_name
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        target = resolve_device(device)
-        check_precision(precision, target)
+        check_precision(precision, resolve_device(device))
         self.pipeline = nn.ModuleList(modules)
         self.transformer.output_hidden_states = any(getattr(m, "needs_all_layers", False) for m in modules)
-        self.to(target)
-        apply_precision(self.transformer.model, precision)
-        self.device = target
-        self.precision: Precision = precision
+        self.device, chosen = place(self, self.transformer.model, device, precision)
+        self.precision = cast(Precision, chosen)
+        #: Whether ``precision`` was chosen by "auto".
+        self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
         self.truncated_count = 0
         self.eval()
@@ -67,7 +68,7 @@ class SentenceEncoder(nn.Module):
         cls,
         model: str | os.PathLike[str] | None = None,
         device: str | torch.device | None = None,
-        precision: Precision = "fp32",
+        precision: Precision = "auto",
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
     ) -> SentenceEncoder:
@@ -237,18 +238,20 @@ class SentenceEncoder(nn.Module):
             pipeline = pipeline[:-1]
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
+
+        def run(index: np.ndarray) -> None:
+            features = self.transformer.collate([ids[i] for i in index], self.device)
+            if prompt_length is not None:
+                features["prompt_length"] = prompt_length
+            for module in pipeline:
+                features = module(features)
+            vectors = features["sentence_embedding"].float()
+            if normalize:
+                vectors = l2_normalize(vectors)
+            out[index] = vectors.cpu().numpy()
+
         batches = length_sorted_batches([len(row) for row in ids], batch_size)
-        with torch.inference_mode():
-            for index in tqdm(batches, desc="Encoding", unit="batch", disable=not show_progress_bar):
-                features = self.transformer.collate([ids[i] for i in index], self.device)
-                if prompt_length is not None:
-                    features["prompt_length"] = prompt_length
-                for module in pipeline:
-                    features = module(features)
-                vectors = features["sentence_embedding"].float()
-                if normalize:
-                    vectors = l2_normalize(vectors)
-                out[index] = vectors.cpu().numpy()
+        run_batches(batches, run, self.device, show_progress_bar, "Encoding")
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sentence-transformers folder format (safetensors), loadable by both libraries."""
@@ -267,7 +270,7 @@ class SentenceEncoder(nn.Module):
         names = " -> ".join(type(m).__name__ for m in self.pipeline)
         return (
             f"SentenceEncoder({names}, dimension={self.dimension}, max_seq_length={self.max_seq_length}, "
-            f"device={self.device}, precision={self.precision!r})"
+            f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''})"
         )
 
 

@@ -89,7 +89,7 @@ def read_checkpoint(
         tensors = torch.load(folder / STATE_TENSORS, map_location="cpu", weights_only=True)
     except (OSError, ValueError, RuntimeError) as exc:
         raise CheckpointError(f"cannot read the checkpoint in {folder} ({exc}); resume from another one.") from exc
-    return summary, tensors, model_class.load(folder, device=device)
+    return summary, tensors, model_class.load(folder, device=device, precision="fp32")
 
 
 def prune_checkpoints(output_dir: Path, keep: int) -> None:

@@ -25,6 +25,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..encoder import CrossEncoder, SentenceEncoder
+from ..encoder.runtime import native_bf16_cpu
 from ..errors import InvalidArgumentError
 from . import checkpoint as ckpt
 from .data import Example
@@ -116,7 +117,7 @@ def autocast_dtype(precision: TrainPrecision, device: torch.device) -> torch.dty
         return torch.bfloat16
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+    if device.type == "cpu" and native_bf16_cpu():
         return torch.bfloat16
     return None
 
@@ -153,9 +154,10 @@ class Trainer:
         output_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if encoder.precision != "fp32":
+            chosen = " (chosen by precision='auto', load's default)" if encoder.auto_precision else ""
             raise InvalidArgumentError(
-                f"the encoder was loaded with precision={encoder.precision!r}; train an fp32 encoder and pick "
-                "mixed precision with TrainingConfig(precision='bf16'|'fp16')."
+                f"the encoder runs at precision={encoder.precision!r}{chosen}; training needs its fp32 weights: "
+                "load it with precision='fp32' and pick mixed precision with TrainingConfig(precision=...)."
             )
         if not tasks:
             raise InvalidArgumentError("tasks is empty; pass [(objective, examples), ...].")
@@ -351,7 +353,9 @@ class Trainer:
         best = self.output_dir / BEST
         if result.best_step is not None and result.best_step != result.steps and best.is_dir():
             logger.info("restoring the best model (step %d, %s)", result.best_step, result.best_metric)
-            self.encoder.load_state_dict(type(self.encoder).load(best, device=self.encoder.device).state_dict())
+            self.encoder.load_state_dict(
+                type(self.encoder).load(best, device=self.encoder.device, precision="fp32").state_dict()
+            )
             heads = [o for o in self.objectives if isinstance(o, SoftmaxLoss)]
             if heads:
                 saved = SoftmaxLoss.load_head(heads[0].encoder, best)

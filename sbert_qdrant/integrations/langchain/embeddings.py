@@ -32,7 +32,7 @@ class SbertEmbeddings(Embeddings):
         *,
         encoder: SentenceEncoder | None = None,
         device: str | None = None,
-        precision: Precision = "fp32",
+        precision: Precision = "auto",
         batch_size: int = 32,
         normalize: bool | None = None,
         show_progress_bar: bool = False,

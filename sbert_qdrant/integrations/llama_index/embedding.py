@@ -43,7 +43,7 @@ class SbertEmbedding(BaseEmbedding):
         *,
         encoder: SentenceEncoder | None = None,
         device: str | None = None,
-        precision: Precision = "fp32",
+        precision: Precision = "auto",
         embed_batch_size: int = 32,
         **kwargs: Any,
     ) -> None:

@@ -1,0 +1,103 @@
+"""precision="auto" (the fastest exact-grade precision of the hardware) and parallel CPU batches."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+import torch
+from conftest import tiny_transformer
+
+from sbert_qdrant import CrossEncoder, InvalidArgumentError, Pooling, SentenceEncoder
+from sbert_qdrant.encoder import runtime
+from sbert_qdrant.settings import Settings
+from sbert_qdrant.training import SoftmaxLoss, Trainer
+
+TEXTS = [f"sentence number {i} " + "word " * (i % 7) for i in range(70)]
+
+
+def tiny(precision: str = "auto") -> SentenceEncoder:
+    t = tiny_transformer()
+    return SentenceEncoder([t, Pooling(t.dimension)], device="cpu", precision=precision)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("native", "chosen"), [(True, "bf16"), (False, "fp32")])
+def test_auto_picks_bf16_only_on_cpus_with_native_bf16(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, native: bool, chosen: str
+) -> None:
+    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: native)
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.runtime"):
+        encoder = tiny()
+    assert encoder.precision == chosen and encoder.auto_precision
+    assert f"precision={chosen!r} (auto)" in repr(encoder)
+    assert f"precision='auto' runs {chosen} on cpu" in caplog.text
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[chosen]
+    assert next(encoder.transformer.model.parameters()).dtype == dtype
+
+
+def test_explicit_precision_is_kept_and_not_marked_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: True)
+    encoder = tiny("fp32")
+    assert encoder.precision == "fp32" and not encoder.auto_precision and "(auto)" not in repr(encoder)
+
+
+def test_the_cpu_test_reads_torch_capabilities() -> None:
+    capabilities = torch.cpu.get_capabilities()
+    assert runtime.native_bf16_cpu() == bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
+def test_load_defaults_to_auto_and_the_cross_encoder_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: False)
+    assert SentenceEncoder.load(device="cpu").auto_precision
+    fresh = CrossEncoder.from_transformer(device="cpu")
+    assert fresh.precision == "fp32" and not fresh.auto_precision  # a new head is for training
+
+
+def test_training_an_auto_half_precision_encoder_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: True)
+    encoder = tiny()
+    with pytest.raises(InvalidArgumentError, match=r"precision='bf16' \(chosen by precision='auto'.*precision='fp32'"):
+        Trainer(encoder, [(SoftmaxLoss(encoder), [])])
+
+
+def test_settings_refuse_an_unknown_precision(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_PRECISION", "fp8")
+    with pytest.raises(ValueError, match="precision"):
+        Settings()
+
+
+@pytest.mark.parametrize(("threads", "expected"), [(1, (1, 1)), (2, (2, 1)), (4, (4, 1)), (16, (4, 4))])
+def test_cpu_streams_share_the_threads(threads: int, expected: tuple[int, int]) -> None:
+    assert runtime.cpu_streams(threads) == expected
+
+
+def test_parallel_batches_give_the_sequential_vectors_and_restore_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    encoder = tiny("fp32")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        parallel = encoder.encode(TEXTS, batch_size=4)
+        assert torch.get_num_threads() == 2
+        monkeypatch.setattr(runtime, "MAX_CPU_STREAMS", 1)
+        sequential = encoder.encode(TEXTS, batch_size=4)
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(parallel, sequential, atol=1e-6)
+
+
+def test_an_error_in_a_parallel_batch_reaches_the_caller_and_threads_are_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+
+    def fails(index: np.ndarray) -> None:
+        raise RuntimeError(f"batch {index.tolist()} failed")
+
+    try:
+        with pytest.raises(RuntimeError, match="failed"):
+            runtime.run_batches([np.arange(2), np.arange(2, 4)], fails, torch.device("cpu"), False, "Encoding")
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
