@@ -15,6 +15,7 @@ from sbert_qdrant import CrossEncoder, InvalidArgumentError, InvalidInputError
 from sbert_qdrant.cli import main
 from sbert_qdrant.training import (
     CrossEncoderBCELoss,
+    CrossEncoderListwiseLoss,
     CrossEncoderMSELoss,
     Example,
     Objective,
@@ -29,6 +30,10 @@ from sbert_qdrant.training import (
 DATA = Path(__file__).parent / "data"
 STS = read_scored_pairs(DATA / "stsb_dev_sample.tsv")[:64]
 QUORA = read_binary_pairs(DATA / "quora_train_sample.jsonl")
+#: (question, its duplicate, three non-duplicate questions): 9 groups from the Quora sample.
+_OTHERS = [e.texts[1] for e in QUORA if e.label == 0]
+_DUPLICATES = [e for e in QUORA if e.label == 1][: len(_OTHERS) // 3]
+GROUPS = [Example((e.texts[0], e.texts[1], *_OTHERS[3 * i : 3 * i + 3])) for i, e in enumerate(_DUPLICATES)]
 COMMON = ["--device", "cpu", "--no-progress", "--batch-size", "8", "--precision", "fp32", "--lr", "1e-3"]
 
 
@@ -57,7 +62,10 @@ def pair_evaluator(examples: list[Example]) -> PairClassificationEvaluator:
     )
 
 
-@pytest.mark.parametrize(("loss_class", "examples"), [(CrossEncoderMSELoss, STS), (CrossEncoderBCELoss, QUORA)])
+@pytest.mark.parametrize(
+    ("loss_class", "examples"),
+    [(CrossEncoderMSELoss, STS), (CrossEncoderBCELoss, QUORA), (CrossEncoderListwiseLoss, GROUPS)],
+)
 def test_training_lowers_the_loss(encoder_folder: Path, loss_class: type[Objective], examples: list[Example]) -> None:
     cross_encoder, toy = fresh(encoder_folder), examples[:16]
     objective = loss_class(cross_encoder)
@@ -80,6 +88,16 @@ def test_by_hand_the_losses_are_bce_on_logits_and_mse_on_sigmoid(encoder_folder:
     assert loss_on(CrossEncoderBCELoss(cross_encoder), QUORA[:8]) == pytest.approx(float(expected), rel=1e-4)
 
 
+def test_by_hand_the_listwise_loss_is_cross_entropy_over_each_group(encoder_folder: Path) -> None:
+    cross_encoder, groups = fresh(encoder_folder), GROUPS[:4]
+    logits = [cross_encoder.predict([(g.texts[0], t) for t in g.texts[1:]], activation="identity") for g in groups]
+    scores = 2.0 * torch.from_numpy(np.stack(logits))
+    expected = torch.nn.functional.cross_entropy(scores, torch.zeros(len(groups), dtype=torch.long))
+    assert loss_on(CrossEncoderListwiseLoss(cross_encoder, scale=2.0), groups) == pytest.approx(
+        float(expected), rel=1e-4
+    )
+
+
 def test_objectives_refuse_what_they_cannot_train(encoder_folder: Path) -> None:
     three = CrossEncoder.from_transformer(encoder_folder, num_labels=3, device="cpu")
     with pytest.raises(InvalidArgumentError, match=r"num_labels=3; start one with .*num_labels=1"):
@@ -89,6 +107,15 @@ def test_objectives_refuse_what_they_cannot_train(encoder_folder: Path) -> None:
         objective.check_examples([Example(("a", "b", "c"), 1)])
     with pytest.raises(InvalidInputError, match=r"examples\[1\] has label None; CrossEncoderBCELoss needs a binary"):
         objective.check_examples([Example(("a", "b"), 1), Example(("a", "b"))])
+    listwise = CrossEncoderListwiseLoss(fresh(encoder_folder))
+    with pytest.raises(InvalidInputError, match=r"examples\[0\] has 2 texts; CrossEncoderListwiseLoss needs 3\.\.64"):
+        listwise.check_examples([Example(("q", "p"))])
+    with pytest.raises(InvalidInputError, match=r"examples\[1\] has 4 texts; .* the same in every example"):
+        listwise.check_examples([Example(("q", "p", "n")), Example(("q", "p", "n", "m"))])
+    with pytest.raises(InvalidInputError, match=r"examples\[0\] has label 1; CrossEncoderListwiseLoss needs no label"):
+        listwise.check_examples([Example(("q", "p", "n"), 1)])
+    with pytest.raises(InvalidArgumentError, match=r"scale=0 must be positive"):
+        CrossEncoderListwiseLoss(fresh(encoder_folder), scale=0)
 
 
 def test_trainer_keeps_the_best_cross_encoder_and_resumes_exactly(encoder_folder: Path, tmp_path: Path) -> None:
@@ -100,7 +127,7 @@ def test_trainer_keeps_the_best_cross_encoder_and_resumes_exactly(encoder_folder
         straight, [(CrossEncoderBCELoss(straight), train)], checkpointed, pair_evaluator(held_out), tmp_path / "a"
     ).fit()
     assert [step for step, _ in result.evaluations] == [2, 4, 6] and result.best_step in (2, 4, 6)
-    saved = CrossEncoder.load(tmp_path / "a", device="cpu")
+    saved = CrossEncoder.load(tmp_path / "a", device="cpu", precision="fp32")
     pairs = [e.texts for e in held_out]
     np.testing.assert_allclose(saved.predict(pairs), straight.predict(pairs), atol=1e-6)  # the best, restored
     best_ap = max(metrics["ap"] for _, metrics in result.evaluations)
@@ -131,7 +158,7 @@ def test_cli_trains_regression_then_binary_cross_encoders(
     captured = capsys.readouterr()
     rows = [json.loads(line) for line in captured.out.splitlines() if line.startswith("{")]
     assert [row["step"] for row in rows] == [0, 2, 4] and "best spearman" in captured.err
-    trained = CrossEncoder.load(out, device="cpu")
+    trained = CrossEncoder.load(out, device="cpu", precision="fp32")
     pairs = [("A man is playing a guitar.", "A man plays the guitar.")]
     np.testing.assert_allclose(ReferenceCrossEncoder(str(out), device="cpu").predict(pairs), trained.predict(pairs))
 
@@ -141,6 +168,21 @@ def test_cli_trains_regression_then_binary_cross_encoders(
     assert "trained 2 steps" in capsys.readouterr().err
     assert main(["evaluate", "--model", str(tmp_path / "quora-ce"), "--pairs", quora, "--device", "cpu"]) == 0
     assert {"ap", "f1"} <= set(json.loads(capsys.readouterr().out.splitlines()[-1]))
+
+
+def test_cli_trains_a_listwise_cross_encoder_on_groups(
+    encoder_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "groups.jsonl"
+    columns = ["query", "positive", "negative_1", "negative_2", "negative_3"]
+    path.write_text("".join(json.dumps(dict(zip(columns, g.texts, strict=True))) + "\n" for g in GROUPS))
+    argv = ["train", "--objective", "cross-encoder-listwise", "--train", str(path), "--model", str(encoder_folder)]
+    argv += ["--columns", ",".join(columns), "--output", str(tmp_path / "ce"), "--max-steps", "2"]
+    assert main([*argv, *COMMON]) == 0
+    assert "trained 2 steps" in capsys.readouterr().err
+    assert CrossEncoder.load(tmp_path / "ce", device="cpu", precision="fp32").predict(
+        [(GROUPS[0].texts[0], GROUPS[0].texts[1])]
+    ).shape == (1,)
 
 
 def test_cli_refuses_mixed_objectives_and_a_cross_encoder_for_a_bi_encoder_objective(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .base import Batch, Objective, SentenceObjective, make_batch
 from .contrastive import OnlineContrastiveLoss
-from .cross import CrossEncoderBCELoss, CrossEncoderMSELoss, CrossEncoderObjective
+from .cross import CrossEncoderBCELoss, CrossEncoderListwiseLoss, CrossEncoderMSELoss, CrossEncoderObjective
 from .ranking import MultipleNegativesRankingLoss
 from .similarity import CoSENTLoss, CosineSimilarityLoss
 from .softmax import HEAD_FOLDER, SoftmaxLoss
@@ -18,6 +18,7 @@ __all__ = [
     "CoSENTLoss",
     "CosineSimilarityLoss",
     "CrossEncoderBCELoss",
+    "CrossEncoderListwiseLoss",
     "CrossEncoderMSELoss",
     "CrossEncoderObjective",
     "MultipleNegativesRankingLoss",

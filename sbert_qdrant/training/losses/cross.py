@@ -1,4 +1,5 @@
-"""Cross-encoder objectives: binary cross-entropy for duplicate / relevant pairs, MSE on gold similarity scores."""
+"""Cross-encoder objectives: binary cross-entropy for duplicate / relevant pairs, MSE on gold similarity scores,
+listwise softmax cross-entropy over (query, positive, negatives...) groups."""
 
 from __future__ import annotations
 
@@ -71,3 +72,51 @@ class CrossEncoderMSELoss(CrossEncoderObjective):
 
     def forward(self, batch: Batch) -> torch.Tensor:
         return nn.functional.mse_loss(torch.sigmoid(self.logits(batch)), self.batch_labels(batch))
+
+
+class CrossEncoderListwiseLoss(CrossEncoderObjective):
+    """Softmax cross-entropy over each group's logits: the query's positive must outscore its negatives.
+
+    Inputs: (query, positive, negative_1, ..., negative_k) with the same k in every example; no label. The k + 1
+    pairs (query, text) of a group are scored in one forward pass, and the loss is the cross-entropy of
+    ``scale * logits`` with target 0 (the positive). Hard negatives (the query's nearest texts by a retriever) train
+    it for re-ranking. ``predict``'s scores order candidates; its sigmoid is not a calibrated probability.
+    """
+
+    min_texts: ClassVar[int] = 3
+    max_texts: ClassVar[int] = 64
+    label_kind: ClassVar[LabelKind | None] = None
+
+    def __init__(self, encoder: CrossEncoder, scale: float = 1.0) -> None:
+        super().__init__(encoder)
+        if scale <= 0:
+            raise InvalidArgumentError(f"scale={scale!r} must be positive.")
+        self.scale = scale
+
+    def _with_types(self) -> bool:
+        return "token_type_ids" in self.encoder.transformer.tokenizer.model_input_names
+
+    def tokenize(self, examples: Sequence[Example]) -> Columns:
+        """Per candidate position: the (query, candidate) pairs' token ids, then their segment ids when taken."""
+        columns: Columns = []
+        cut = 0
+        for c in range(1, len(examples[0].texts)):
+            ids, types, cut_here = self.encoder.pair_token_ids([(e.texts[0], e.texts[c]) for e in examples])
+            cut += cut_here
+            columns += [ids] if types is None else [ids, types]
+        if cut:
+            logger.warning("%d training pairs were truncated to max_seq_length.", cut)
+        return columns
+
+    def collate(self, columns: Columns, index: list[int]) -> list[Features]:
+        """One padded batch of every pair, group by group (query i's candidates at rows i * (k + 1) ...)."""
+        stride = 2 if self._with_types() else 1
+        positions = range(0, len(columns), stride)
+        ids = [columns[c][i] for i in index for c in positions]
+        types = [columns[c + 1][i] for i in index for c in positions] if stride == 2 else None
+        return [self.encoder.collate(ids, types)]
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        scores = self.scale * self.logits(batch).view(batch.size, -1)
+        target = torch.zeros(batch.size, dtype=torch.long, device=scores.device)
+        return nn.functional.cross_entropy(scores, target)
