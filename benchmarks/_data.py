@@ -20,6 +20,17 @@ def read_stsb(path: Path) -> tuple[list[str], list[str], list[float]]:
     return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [float(r["score"]) for r in rows]
 
 
+def read_sick(path: Path) -> tuple[list[str], list[str], list[float]]:
+    """sentence_A, sentence_B and relatedness columns of a SICK TSV (gzip)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return (
+        [r["sentence_A"] for r in rows],
+        [r["sentence_B"] for r in rows],
+        [float(r["relatedness_score"]) for r in rows],
+    )
+
+
 def read_quora_questions(path: Path, limit: int) -> list[str]:
     """Distinct questions of the Quora pairs file, in file order, at most ``limit``."""
     seen: dict[str, None] = {}

@@ -4,10 +4,11 @@ sentence-transformers fp32 (the anchor) and its fastest peers, interleaved in on
 CPU: short sentences (STS-B train + Quora questions) and long inputs (SciFact abstracts, cut at 256 tokens), batch
 32, ``--rounds`` interleaved rounds, median seconds per engine; a call that another process starved of CPU is
 repeated (``_peers.timed_call``). Per engine: sentences/s, ratio to the anchor, min and mean cosine to the anchor's
-vectors, STS-B dev Spearman. Peers run in their own environment (``bash benchmarks/peers/setup.sh`` once; missing
-ones are named and skipped): sentence-transformers' ONNX and OpenVINO backends, OpenVINO static int8, FastEmbed.
-Then the paper's headline with ``auto``: the most similar pair among 10,000 real sentences (encode +
-``mine_pairs``). On CUDA: fp16/bf16 against sentence-transformers fp16 at batch 256, with peak GPU memory.
+vectors, Spearman on STS-B dev and SICK train (not tuned on). Peers run in their own environment (``bash
+benchmarks/peers/setup.sh`` once; missing ones are named and skipped): sentence-transformers' ONNX and OpenVINO
+backends, OpenVINO static int8, FastEmbed. Then the paper's headline with ``auto``: the most similar pair among
+10,000 real sentences (encode + ``mine_pairs``). On CUDA: fp16/bf16 against sentence-transformers fp16 at batch
+256, with peak GPU memory.
 
     python benchmarks/encode.py --data ../shared/data [--rounds 3] [--no-peers]
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _data import cpu_summary, read_corpus, read_quora_questions, read_scifact, read_stsb, sts_spearman
+from _data import cpu_summary, read_corpus, read_quora_questions, read_scifact, read_sick, read_stsb, sts_spearman
 from _peers import DEFAULT_GUARD, EncodeResult, PeerEngine, available_peers, timed_call
 from sentence_transformers import SentenceTransformer
 
@@ -93,13 +94,13 @@ def measure(engines: list[Engine], workloads: dict[str, list[str]], rounds: int,
 
 
 def report(
-    engines: list[Engine], workloads: dict[str, list[str]], dev: tuple[list[str], list[str], list[float]]
+    engines: list[Engine], workloads: dict[str, list[str]], scored: dict[str, tuple[list[str], list[str], list[float]]]
 ) -> dict[str, dict[str, float]]:
-    """The table: per workload sentences/s and ratio to the anchor; cosine to the anchor; STS-B dev Spearman."""
+    """The table: per workload sentences/s and ratio to the anchor; cosine to the anchor; Spearman on ``scored``."""
     anchor = engines[0]
     reference = {w: unit(anchor.encode(texts)) for w, texts in workloads.items()}
     head = "".join(f"{w + ' sent/s':>16}{'x anchor':>10}" for w in workloads)
-    print(f"\n{'engine':<52}{head}{'min cos':>10}{'mean cos':>10}{'STS-B dev':>11}")
+    print(f"\n{'engine':<52}{head}{'min cos':>10}{'mean cos':>10}" + "".join(f"{name:>11}" for name in scored))
     ratios: dict[str, dict[str, float]] = {}
     for engine in engines:
         cells, cosines = "", []
@@ -110,9 +111,11 @@ def report(
             cells += f"{rate:>16.1f}{ratio:>9.2f}x"
             cosines.append((unit(engine.encode(texts)) * reference[w]).sum(axis=1))
         cos = np.concatenate(cosines)
-        spearman = sts_spearman(engine.encode(dev[0]), engine.encode(dev[1]), dev[2])
+        quality = "".join(
+            f"{sts_spearman(engine.encode(a), engine.encode(b), gold):>11.2f}" for a, b, gold in scored.values()
+        )
         flag = f"  ({engine.starved} starved calls)" if engine.starved else ""
-        print(f"{engine.name:<52}{cells}{cos.min():>10.5f}{cos.mean():>10.6f}{spearman:>11.2f}{flag}")
+        print(f"{engine.name:<52}{cells}{cos.min():>10.5f}{cos.mean():>10.6f}{quality}{flag}")
     return ratios
 
 
@@ -175,7 +178,10 @@ def main() -> None:
     stsb = list(dict.fromkeys(s1 + s2))[: args.sentences // 2]
     quora = read_quora_questions(args.data / "quora" / "quora_pairs_train.jsonl.gz", args.sentences - len(stsb))
     workloads = {"short": stsb + quora, "long": read_scifact(args.data / "scifact", args.abstracts)[1]}
-    dev = read_stsb(args.data / "stsb" / "stsb_dev.tsv.gz")
+    scored = {
+        "STS-B dev": read_stsb(args.data / "stsb" / "stsb_dev.tsv.gz"),
+        "SICK train": read_sick(args.data / "sick" / "sick_train.tsv.gz"),
+    }
     folder = str(resolve_model_folder(None))
     print(
         f"{cpu_summary()}\ndevice={device} torch={torch.__version__} threads={threads} batch={batch} "
@@ -188,7 +194,7 @@ def main() -> None:
             peers, workers = peer_engines(folder, batch, threads)
             engines += peers
         measure(engines, workloads, args.rounds, threads)
-        ratios = report(engines, workloads, dev)
+        ratios = report(engines, workloads, scored)
     finally:
         for worker in workers:
             worker.close()
