@@ -163,7 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="folder holding stsb/, quora/, scifact/, nli/")
     parser.add_argument("--sentences", type=int, default=5000, help="short sentences (half STS-B, half Quora)")
-    parser.add_argument("--abstracts", type=int, default=1000, help="long inputs: SciFact abstracts")
+    parser.add_argument("--abstracts", type=int, default=500, help="long inputs: SciFact abstracts")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median reported)")
     parser.add_argument("--batch-size", type=int, default=None, help="default: 32 on CPU, 256 on CUDA")
     parser.add_argument("--mine-sentences", type=int, default=10_000)

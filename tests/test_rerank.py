@@ -81,7 +81,8 @@ def test_cli_search_reranks_with_a_saved_cross_encoder(
     cross.save(cross_dir)
     source = tmp_path / "q.txt"
     source.write_text("\n".join(QUESTIONS) + "\n", encoding="utf-8")
-    engine = ["--location", str(tmp_path / "qdrant"), "--model", str(model), "--device", "cpu", "--no-progress"]
+    engine = ["--location", str(tmp_path / "qdrant"), "--model", str(model), "--device", "cpu", "--precision", "fp32"]
+    engine.append("--no-progress")
     assert main(["index", str(source), *engine]) == 0
     assert main(["search", "learning Python", "--limit", "2", "--rerank", str(cross_dir), "--json", *engine]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
