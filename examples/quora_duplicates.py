@@ -33,7 +33,7 @@ def read_pairs(path: Path) -> list[dict[str, object]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA, help="Quora pairs JSONL (optionally .gz)")
-    parser.add_argument("--precision", default="fp32", help="encoder precision (fp32, int8 on CPU, fp16 on CUDA)")
+    parser.add_argument("--precision", default="auto", help="encoder precision (auto, fp32, bf16, int8 on CPU, fp16)")
     args = parser.parse_args()
 
     pairs = read_pairs(args.data)
