@@ -30,6 +30,7 @@ from sentence_transformers import SentenceTransformer
 
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.dedup import mine_pairs
+from sbert_qdrant.encoder import runtime
 from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.encoder.runtime import native_bf16_cpu
 
@@ -68,7 +69,21 @@ def in_process_engines(folder: str, batch: int, device: str) -> list[Engine]:
         encoder = SentenceEncoder.load(folder, device=device, precision=precision)  # type: ignore[arg-type]
         label = f"auto = {encoder.precision}" if precision == "auto" else precision
         engines.append(Engine(f"sbert-qdrant {label}", lambda t, e=encoder: e.encode(t, batch_size=batch)))
+        if precision == "auto" and device == "cpu":
+            engines.append(
+                Engine(f"sbert-qdrant {label}, one batch at a time", lambda t, e=encoder: serial(e, t, batch))
+            )
     return engines
+
+
+def serial(encoder: SentenceEncoder, texts: list[str], batch: int) -> np.ndarray:
+    """``encode`` with the CPU's batches run one after another (what parallel batches gain)."""
+    streams = runtime.MAX_CPU_STREAMS
+    runtime.MAX_CPU_STREAMS = 1
+    try:
+        return np.asarray(encoder.encode(texts, batch_size=batch))
+    finally:
+        runtime.MAX_CPU_STREAMS = streams
 
 
 def peer_engines(folder: str, batch: int, threads: int) -> tuple[list[Engine], list[PeerEngine]]:
