@@ -14,21 +14,19 @@ from scipy.stats import spearmanr
 
 def read_stsb(path: Path) -> tuple[list[str], list[str], list[float]]:
     """sentence1, sentence2 and gold score columns of an STS-B TSV (gzip or plain)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [r["sentence1"] for r in rows], [r["sentence2"] for r in rows], [float(r["score"]) for r in rows]
+    return _read_scored_tsv(path, "sentence1", "sentence2", "score")
 
 
 def read_sick(path: Path) -> tuple[list[str], list[str], list[float]]:
-    """sentence_A, sentence_B and relatedness columns of a SICK TSV (gzip)."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
+    """sentence_A, sentence_B and relatedness columns of a SICK TSV (gzip or plain)."""
+    return _read_scored_tsv(path, "sentence_A", "sentence_B", "relatedness_score")
+
+
+def _read_scored_tsv(path: Path, first: str, second: str, score: str) -> tuple[list[str], list[str], list[float]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return (
-        [r["sentence_A"] for r in rows],
-        [r["sentence_B"] for r in rows],
-        [float(r["relatedness_score"]) for r in rows],
-    )
+    return [r[first] for r in rows], [r[second] for r in rows], [float(r[score]) for r in rows]
 
 
 def read_quora_questions(path: Path, limit: int) -> list[str]:

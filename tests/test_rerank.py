@@ -8,19 +8,11 @@ from pathlib import Path
 
 import pytest
 from flavours import Engines
+from test_collection import QUESTIONS
 
 from sbert_qdrant import CrossEncoder, InvalidArgumentError, SentenceEncoder
 from sbert_qdrant.cli import main
 from sbert_qdrant.testing import tiny_encoder
-
-QUESTIONS = [
-    "How do I learn Python quickly?",
-    "What is the best way to learn Python fast?",
-    "Why is the sky blue?",
-    "How can I lose weight in a month?",
-    "What is the capital of France?",
-    "Which city is the capital of France?",
-]
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...encoder.runtime import Precision
 from ...errors import InvalidArgumentError, InvalidInputError, UnsupportedError
-from ...settings import Settings
+from .._encoder import given_or_loaded
 
 
 class SbertEmbeddings(Embeddings):
@@ -37,19 +37,11 @@ class SbertEmbeddings(Embeddings):
         normalize: bool | None = None,
         show_progress_bar: bool = False,
     ) -> None:
-        if encoder is not None and model is not None:
-            raise InvalidArgumentError(f"pass model= ({model!r}) or encoder=, not both.")
-        if encoder is not None and not isinstance(encoder, SentenceEncoder):
-            raise InvalidArgumentError(f"encoder must be a SentenceEncoder, not {type(encoder).__name__}.")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
-        if encoder is None:
-            settings = Settings()
-            model = model if model is not None else settings.model
-            encoder = SentenceEncoder.load(model, device=device or settings.device, precision=precision)
+        self.encoder, loaded = given_or_loaded(model, encoder, device, precision)
         #: The model loaded (None: given as ``encoder``, or the default model).
-        self.model_name = None if model is None else str(model)
-        self.encoder = encoder
+        self.model_name = None if loaded is None else str(loaded)
         self.batch_size = batch_size
         self.normalize = normalize
         self.show_progress_bar = show_progress_bar
@@ -142,18 +134,7 @@ class LangChainEncoder(SentenceEncoder):
         """Queries' vectors (``embed_query``, one call per query)."""
         return self._encode(texts, "query", normalize, convert_to)
 
-    def encode_document(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 32,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray | torch.Tensor:
-        """Documents' vectors (``embed_documents``)."""
-        return self._encode(texts, "document", normalize, convert_to)
+    encode_document = encode
 
     def _encode(
         self, texts: str | Sequence[str], kind: str, normalize: bool | None, convert_to: str

@@ -14,8 +14,7 @@ from pydantic import PrivateAttr
 
 from ...encoder import DEFAULT_MODEL, SentenceEncoder
 from ...encoder.runtime import Precision
-from ...errors import InvalidArgumentError
-from ...settings import Settings
+from .._encoder import given_or_loaded
 
 #: Namespace of ``node_id``'s UUIDv5s.
 NODE_NAMESPACE = uuid.UUID("5d0c8a7e-2f4b-5c1a-8e3d-9b6f4a2c7e15")
@@ -47,16 +46,9 @@ class SbertEmbedding(BaseEmbedding):
         embed_batch_size: int = 32,
         **kwargs: Any,
     ) -> None:
-        if encoder is not None and model is not None:
-            raise InvalidArgumentError(f"pass model= ({model!r}) or encoder=, not both.")
-        if encoder is not None and not isinstance(encoder, SentenceEncoder):
-            raise InvalidArgumentError(f"encoder must be a SentenceEncoder, not {type(encoder).__name__}.")
-        name = "SentenceEncoder"  # one given as it is
-        if encoder is None:
-            settings = Settings()
-            model = model if model is not None else settings.model
-            encoder = SentenceEncoder.load(model, device=device or settings.device, precision=precision)
-            name = DEFAULT_MODEL if model is None else str(model)
+        encoder_given = encoder is not None
+        encoder, loaded = given_or_loaded(model, encoder, device, precision)
+        name = "SentenceEncoder" if encoder_given else DEFAULT_MODEL if loaded is None else str(loaded)
         super().__init__(model_name=name, embed_batch_size=embed_batch_size, **kwargs)
         self._encoder = encoder
 
