@@ -65,7 +65,7 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
         for k in got
     )
     store = EdgeStore(work / "crashed")  # every point as stored, to count duplicates
-    ids = [p.id for page in store.scroll("crash", "text", False, 1000) for p in page]
+    ids = [p.id for page in store.scroll("crash", "text", False, 1000, None) for p in page]
     store.close()
     print(f"\n== 1. crash safety: {records} records, sbert-qdrant index on Qdrant Edge, SIGKILL then re-run ==")
     spread = f"after {len(points)} distinct write counts from {points[0]} to {points[-1]}" if points else "none"

@@ -1,4 +1,4 @@
-"""Duplicate detection over vectors: threshold calibration (best F1, best accuracy), AP, chunked paraphrase mining."""
+"""Duplicate detection over vectors: threshold calibration (best F1, best accuracy), AP, paraphrase mining."""
 
 from __future__ import annotations
 
@@ -96,11 +96,11 @@ def average_precision(scores: Sequence[float] | np.ndarray, labels: Sequence[int
 
 
 def mine_pairs(
-    vectors: np.ndarray, threshold: float, top_k: int, chunk_size: int = 2048
+    vectors: np.ndarray, threshold: float, top_k: int, block_size: int = 2048
 ) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, cosine)`` with ``i < j`` and cosine >= threshold, each row's ``top_k`` best, best first.
 
-    Rows are compared a chunk at a time against all rows, so memory is ``chunk_size x n`` scores, never ``n x n``.
+    Rows are compared a block at a time against all rows, so memory is ``block_size x n`` scores, never ``n x n``.
     """
     if vectors.ndim != 2:
         raise InvalidInputError(f"vectors must be 2-D, got shape {vectors.shape}.")
@@ -111,8 +111,8 @@ def mine_pairs(
     found: dict[tuple[int, int], float] = {}
     if k < 1:
         return []
-    for start in range(0, n, chunk_size):
-        scores = unit[start : start + chunk_size] @ unit.T
+    for start in range(0, n, block_size):
+        scores = unit[start : start + block_size] @ unit.T
         rows = np.arange(scores.shape[0])
         scores[rows, rows + start] = -np.inf  # a text is not its own duplicate
         best = np.argpartition(-scores, k - 1, axis=1)[:, :k]

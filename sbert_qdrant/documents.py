@@ -18,13 +18,11 @@ from typing import Any, Literal
 
 from qdrant_client import models
 
-from .errors import InvalidArgumentError, InvalidInputError
-from .records import ID_NAMESPACE, KEY_KEY, TEXT_KEY, Key, PreparedPoint
+from .errors import InvalidArgumentError
+from .records import DOCUMENT_KEY, ID_NAMESPACE, KEY_KEY, TEXT_KEY, CheckedRecord, Key, PreparedPoint
 
 #: Token spans (start, end) of a text's tokens, in characters, without special tokens.
 Offsets = Callable[[str], list[tuple[int, int]]]
-#: Payload key of a chunk's document fields (id, chunk index, chunk count, offsets, tokens, version).
-DOCUMENT_KEY = "document"
 #: The payload path Qdrant groups chunks by.
 GROUP_BY = f"{DOCUMENT_KEY}.id"
 Scoring = Literal["max", "sum"]
@@ -40,6 +38,18 @@ class Chunk:
     end: int
     text: str
     tokens: int
+
+
+def chunk_tokens_within(limit: int, chunk_tokens: int | None) -> int:
+    """Tokens per chunk: ``chunk_tokens`` checked against what the encoder reads whole (``limit``), else ``limit``."""
+    if chunk_tokens is None:
+        return limit
+    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not 8 <= chunk_tokens <= limit:
+        raise InvalidArgumentError(
+            f"chunk_tokens={chunk_tokens!r} must be an integer from 8 to {limit} (the encoder's max_seq_length less "
+            f"its special tokens and document prompt), or None for {limit}."
+        )
+    return chunk_tokens
 
 
 def split_document(text: str, offsets: Offsets, max_tokens: int, overlap_tokens: int = 0) -> list[Chunk]:
@@ -157,17 +167,10 @@ class PreparedDocument:
         ]
 
 
-def prepare_document(
-    record: PreparedPoint, index: int, offsets: Offsets, max_tokens: int, overlap_tokens: int
-) -> PreparedDocument:
-    """A document from a checked record (``records.prepared_chunks``): its own fields, chunks and version."""
-    fields = {k: v for k, v in record.payload.items() if k not in (TEXT_KEY, KEY_KEY)}
-    if DOCUMENT_KEY in fields:
-        raise InvalidInputError(
-            f"payloads[{index}] uses the reserved key {DOCUMENT_KEY!r}: sbert-qdrant stores each chunk's document id, "
-            "index and offsets there; rename that field."
-        )
+def prepare_document(record: CheckedRecord, offsets: Offsets, max_tokens: int, overlap_tokens: int) -> PreparedDocument:
+    """A document from a checked record (``records.checked_batches``): its fields, chunks and version."""
     chunks = split_document(record.text, offsets, max_tokens, overlap_tokens)
+    fields = record.fields
     settings = {"max_tokens": max_tokens, "overlap_tokens": overlap_tokens, "payload": repr(sorted(fields.items()))}
     return PreparedDocument(record.id, fields, document_version(record.id, record.text, settings), chunks)
 
@@ -207,10 +210,29 @@ def stale_filter(documents: Sequence[PreparedDocument]) -> models.Filter:
     )
 
 
+#: The payload field that marks a chunk (a text has none); indexed in the collections sbert-qdrant creates.
+CHUNK_FIELD = f"{DOCUMENT_KEY}.chunk"
+_IS_CHUNK = models.FieldCondition(key=CHUNK_FIELD, range=models.Range(gte=0))
+_FIRST_CHUNK = models.FieldCondition(key=CHUNK_FIELD, match=models.MatchValue(value=0))
+
+
+def _with(query_filter: models.Filter | None) -> list[models.Condition]:
+    return [query_filter] if query_filter is not None else []
+
+
 def chunks_only(query_filter: models.Filter | None) -> models.Filter:
-    """The caller's filter, restricted to document chunks (a collection may also hold plain texts)."""
-    is_chunk = models.FieldCondition(key=f"{DOCUMENT_KEY}.chunk", range=models.Range(gte=0))
-    return models.Filter(must=[is_chunk, *([query_filter] if query_filter is not None else [])])
+    """The caller's filter, restricted to document chunks (a collection may also hold texts)."""
+    return models.Filter(must=[_IS_CHUNK, *_with(query_filter)])
+
+
+def texts_only(query_filter: models.Filter | None) -> models.Filter:
+    """The caller's filter, restricted to texts (never a document's chunk)."""
+    return models.Filter(must=_with(query_filter), must_not=[_IS_CHUNK])
+
+
+def first_chunks_only(query_filter: models.Filter | None) -> models.Filter:
+    """The caller's filter, restricted to each document's first chunk: one point per document."""
+    return models.Filter(must=[_FIRST_CHUNK, *_with(query_filter)])
 
 
 @dataclass(frozen=True)
@@ -245,6 +267,11 @@ class StoredDocument:
     text: str
     payload: dict[str, Any]
     chunks: list[Chunk]
+
+
+def chunk_index(row: Any) -> int:
+    """The index of a chunk in its document, from a stored or scored chunk point."""
+    return int((row.payload or {})[DOCUMENT_KEY]["chunk"])
 
 
 def document_hit(rows: Sequence[tuple[float, Mapping[str, Any]]], scoring: Scoring) -> DocumentHit:

@@ -4,7 +4,8 @@ An id is the caller's: the one passed to ``upsert_texts`` (any str or int), or, 
 from the text (``text_id``: a UUIDv5 string), so that upserting the same record twice writes the same point. The
 engine's point id is ``point_id(id)``: a UUID in canonical form as it is, anything else its UUIDv5. A point's
 payload holds the text under ``"text"``, the caller's id (when one was given) under ``"key"``, and the caller's
-fields beside them.
+fields beside them; a document's chunk also holds its place under ``"document"`` (``documents.py``), which is how a
+collection tells chunks from texts.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from .errors import InvalidInputError
 
 TEXT_KEY = "text"
 KEY_KEY = "key"
-RESERVED_KEYS = frozenset({TEXT_KEY, KEY_KEY})
+#: Payload key of a chunk's place in its document; a point without it is a text.
+DOCUMENT_KEY = "document"
+RESERVED_KEYS = frozenset({TEXT_KEY, KEY_KEY, DOCUMENT_KEY})
 ID_NAMESPACE = uuid.UUID("6f1c1f9e-4b8e-5a57-9c3d-2a6b0d7e51c4")
 
 Key = str | int
@@ -101,13 +104,37 @@ class StoredText:
 
 
 @dataclass(frozen=True)
+class CheckedRecord:
+    """A record whose text, id and payload passed the checks; ``index``: its place in the input (errors name it)."""
+
+    index: int
+    id: Key
+    text: str
+    fields: dict[str, Any]
+    #: Whether the caller gave the id (else it was derived from the text and is its own point id).
+    explicit_id: bool
+
+    @property
+    def point_id(self) -> str:
+        return point_id(self.id)
+
+
+@dataclass(frozen=True)
 class PreparedPoint:
-    """A checked record ready to encode and write."""
+    """A point ready to encode and write: the record's id, the engine's point id, the text to encode, the payload."""
 
     id: Key
     point_id: str
     text: str
     payload: dict[str, Any]
+
+
+def text_point(record: CheckedRecord) -> PreparedPoint:
+    """The point that stores a text: the text and (when the caller gave one) the id beside the caller's fields."""
+    head: dict[str, Any] = {TEXT_KEY: record.text}
+    if record.explicit_id:
+        head[KEY_KEY] = record.id
+    return PreparedPoint(record.id, record.point_id, record.text, {**head, **record.fields})
 
 
 class UpsertResult(list[Key]):
@@ -162,7 +189,8 @@ def check_payload(payload: object, where: str) -> dict[str, Any]:
     if reserved:
         raise InvalidInputError(
             f"{where} uses the reserved key(s) {sorted(reserved)}: sbert-qdrant stores the text under "
-            f"{TEXT_KEY!r} and your id under {KEY_KEY!r}; rename those fields."
+            f"{TEXT_KEY!r}, your id under {KEY_KEY!r} and a chunk's place in its document under {DOCUMENT_KEY!r}; "
+            "rename those fields."
         )
     try:
         json.dumps(fields, allow_nan=False, ensure_ascii=False, default=_refuse).encode("utf-8")
@@ -192,14 +220,12 @@ def _check_integers(value: object, where: str) -> None:
             _check_integers(item, where)
 
 
-def _prepare(record: TextRecord, index: int) -> PreparedPoint:
+def _check(record: TextRecord, index: int) -> CheckedRecord:
     text = check_text(record.text, f"texts[{index}]")
     fields = check_payload(record.payload, f"payloads[{index}]")
     if record.id is None:
-        derived = text_id(text)
-        return PreparedPoint(derived, derived, text, {TEXT_KEY: text, **fields})
-    key = check_id(record.id, f"ids[{index}]")
-    return PreparedPoint(key, point_id(key), text, {TEXT_KEY: text, KEY_KEY: key, **fields})
+        return CheckedRecord(index, text_id(text), text, fields, explicit_id=False)
+    return CheckedRecord(index, check_id(record.id, f"ids[{index}]"), text, fields, explicit_id=True)
 
 
 def _as_record(item: object, index: int) -> TextRecord:
@@ -223,34 +249,32 @@ class _Deduplicator:
     """Drops a text-derived id seen before (same text, same payload); refuses any other repeat."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, tuple[int, dict[str, Any]]] = {}
+        self.seen: dict[str, CheckedRecord] = {}
 
-    def keep(self, point: PreparedPoint, index: int) -> bool:
-        earlier = self.seen.get(point.point_id)
-        if earlier is None:
-            self.seen[point.point_id] = (index, point.payload)
+    def keep(self, record: CheckedRecord) -> bool:
+        first = self.seen.setdefault(record.point_id, record)
+        if first is record:
             return True
-        first, payload = earlier
-        if KEY_KEY in point.payload:
+        if record.explicit_id:
             raise InvalidInputError(
-                f"ids[{index}] repeats ids[{first}] ({point.payload[KEY_KEY]!r}, the same point); "
+                f"ids[{record.index}] repeats ids[{first.index}] ({record.id!r}, the same point); "
                 "ids must be unique in one call."
             )
-        if payload != point.payload:
+        if first.fields != record.fields:
             raise InvalidInputError(
-                f"texts[{index}] repeats texts[{first}] with a different payload; both would get the same id. "
-                "Pass ids= to store them as separate records."
+                f"texts[{record.index}] repeats texts[{first.index}] with a different payload; both would get the "
+                "same id. Pass ids= to store them as separate records."
             )
         return False
 
 
-def prepared_chunks(
-    texts: Iterable[object], ids: Sequence[Key] | None, payloads: Sequence[Any] | None, chunk_size: int
-) -> Iterator[tuple[list[PreparedPoint], list[PreparedPoint]]]:
-    """(every record of the chunk, the points to write: repeats dropped) per chunk, in input order.
+def checked_batches(
+    texts: Iterable[object], ids: Sequence[Key] | None, payloads: Sequence[Any] | None, batch_size: int
+) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
+    """(every record of the batch, the records to write: repeats dropped) per batch, in input order.
 
-    A sequence of texts is checked whole before the first chunk comes out, so bad input writes nothing. Any other
-    iterable (records or texts, streamed) is checked chunk by chunk, each before it is written.
+    A sequence of texts is checked whole before the first batch comes out, so bad input writes nothing. Any other
+    iterable (records or texts, streamed) is checked batch by batch, each before it is written.
     """
     if isinstance(texts, (str, bytes, Mapping)) or texts is None:
         raise InvalidInputError(
@@ -274,11 +298,11 @@ def prepared_chunks(
             )
             for i, t in enumerate(texts)
         ]
-        yield from _chunks(records, chunk_size)
+        yield from _checked(records, batch_size)
         return
     if ids is not None or payloads is not None:
         raise InvalidInputError("ids= and payloads= need a list of texts; put id and payload in each record instead.")
-    yield from _chunks((_as_record(t, i) for i, t in enumerate(texts)), chunk_size, eager=False)
+    yield from _checked((_as_record(t, i) for i, t in enumerate(texts)), batch_size, eager=False)
 
 
 def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -287,24 +311,17 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
         yield batch
 
 
-def _chunks(
-    records: Iterable[TextRecord], chunk_size: int, eager: bool = True
-) -> Iterator[tuple[list[PreparedPoint], list[PreparedPoint]]]:
+def _checked(
+    records: Iterable[TextRecord], batch_size: int, eager: bool = True
+) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
     dedup = _Deduplicator()
-    numbered = enumerate(records)
 
-    def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[PreparedPoint], list[PreparedPoint]]:
-        every, keep = [], []
-        for index, record in batch:
-            point = _prepare(record, index)
-            every.append(point)
-            if dedup.keep(point, index):
-                keep.append(point)
-        return every, keep
+    def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[CheckedRecord], list[CheckedRecord]]:
+        every = [_check(record, index) for index, record in batch]
+        return every, [record for record in every if dedup.keep(record)]
 
+    batches = (check(batch) for batch in _batched(enumerate(records), batch_size))
     if eager:
-        checked = [check(batch) for batch in _batched(numbered, chunk_size)]
-        yield from checked
-        return
-    for batch in _batched(numbered, chunk_size):
-        yield check(batch)
+        yield from list(batches)
+    else:
+        yield from batches

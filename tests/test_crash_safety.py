@@ -52,6 +52,6 @@ def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tin
             assert (got[key].text, got[key].payload) == (expected[key].text, expected[key].payload)
             np.testing.assert_allclose(got[key].vector, expected[key].vector, atol=1e-6)  # type: ignore[arg-type]
     store = EdgeStore(work / "crashed")
-    ids = [p.id for page in store.scroll("crash", "text", False, 1000) for p in page]
+    ids = [p.id for page in store.scroll("crash", "text", False, 1000, None) for p in page]
     store.close()
     assert len(ids) == len(set(ids)) == RECORDS

@@ -52,7 +52,7 @@ def test_mining_in_chunks_equals_brute_force() -> None:
     full = unit @ unit.T
     np.fill_diagonal(full, -np.inf)
     expected = {(i, j) for i in range(300) for j in range(i + 1, 300) if full[i, j] >= 0.5}
-    pairs = mine_pairs(vectors, threshold=0.5, top_k=300, chunk_size=64)
+    pairs = mine_pairs(vectors, threshold=0.5, top_k=300, block_size=64)
     assert {(i, j) for i, j, _ in pairs} == expected
     assert pairs[0][:2] == (3, 150) and pairs[0][2] == pytest.approx(1.0, abs=1e-4)
     assert [s for _, _, s in pairs] == sorted((s for _, _, s in pairs), reverse=True)

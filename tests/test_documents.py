@@ -95,18 +95,18 @@ def test_replacing_a_document_replaces_all_its_chunks(
     texts, ids = _docs(abstracts, 6)
     result = coll.upsert_documents(texts, ids=ids, payloads=[{"n": i} for i in range(6)], chunk_tokens=24)
     assert list(result) == ids and (result.written, result.skipped) == (6, 0)
-    before = coll.count()
+    before = coll.count(kind="chunks")
     long_doc = coll.get_document(ids[0])
     assert long_doc is not None and long_doc.text == texts[0].strip() and len(long_doc.chunks) > 3
     assert long_doc.payload == {"n": 0}
 
     again = coll.upsert_documents(texts, ids=ids, payloads=[{"n": i} for i in range(6)], chunk_tokens=24)
-    assert (again.written, again.skipped, coll.count()) == (0, 6, before)  # unchanged: nothing re-encoded
+    assert (again.written, again.skipped, coll.count(kind="chunks")) == (0, 6, before)  # unchanged: nothing re-encoded
 
     coll.upsert_documents(["Now a single short sentence."], ids=[ids[0]], payloads=[{"n": 0}], chunk_tokens=24)
     short = coll.get_document(ids[0])
     assert short is not None and short.text == "Now a single short sentence." and len(short.chunks) == 1
-    assert coll.count() == before - len(long_doc.chunks) + 1  # no stale chunk of the old version
+    assert coll.count(kind="chunks") == before - len(long_doc.chunks) + 1  # no stale chunk of the old version
     grown = texts[1] + "\n\n" + texts[2]
     coll.upsert_documents([grown], ids=[ids[1]], payloads=[{"n": 1}], chunk_tokens=24)
     assert coll.get_document(ids[1]).text == grown.strip()
@@ -115,7 +115,7 @@ def test_replacing_a_document_replaces_all_its_chunks(
     assert edited is not None and edited.payload == {"n": "edited"}
     assert [c.index for c in edited.chunks] == list(range(len(edited.chunks)))
     mine = models.Filter(must=[models.FieldCondition(key="document.id", match=models.MatchValue(value=ids[2]))])
-    assert coll.count(mine) == len(edited.chunks)
+    assert coll.count(mine, kind="chunks") == len(edited.chunks)
 
     coll.delete_documents([ids[1], "unknown"])
     assert coll.get_document(ids[1]) is None and coll.get_document("unknown") is None
@@ -131,7 +131,7 @@ def test_skip_leaves_any_stored_version_alone(make: Engines, tiny_encoder: Sente
 
 def test_bad_documents_write_nothing(make: Engines, tiny_encoder: SentenceEncoder) -> None:
     coll = make.open(tiny_encoder)
-    with pytest.raises(InvalidInputError, match="reserved key 'document'"):
+    with pytest.raises(InvalidInputError, match=r"payloads\[1\] uses the reserved key\(s\) \['document'\]"):
         coll.upsert_documents(["fine", "also fine"], payloads=[None, {"document": 1}])
     with pytest.raises(InvalidInputError, match=r"texts\[1\]"):
         coll.upsert_documents(["fine", "   "])
@@ -191,7 +191,7 @@ def test_sigkill_during_replacement_then_a_rerun_leaves_exactly_the_new_chunks(
     def chunks(folder: Path) -> dict[str, Any]:
         store = EdgeStore(folder)
         try:
-            return {r.id: r.payload for page in store.scroll("crash", "text", False, 1000) for r in page}
+            return {r.id: r.payload for page in store.scroll("crash", "text", False, 1000, None) for r in page}
         finally:
             store.close()
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from qdrant_client import models
 
-from .._collection_core import FUSIONS, SEARCH_MODES
+from .._search import FUSIONS, SEARCH_MODES
 from ..collection import TextCollection
 from ..encoder import PRECISIONS, CrossEncoder, SentenceEncoder
 from ..errors import DataFormatError, InvalidInputError, PartialWriteError

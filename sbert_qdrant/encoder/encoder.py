@@ -192,6 +192,18 @@ class SentenceEncoder(nn.Module):
         """The text ``encode_document`` puts in front of every text ("" for none): it counts towards the token limit."""
         return self._resolve_prompt(None, self._document_prompt_name())
 
+    @property
+    def document_token_limit(self) -> int:
+        """Tokens of a text that ``encode_document`` reads whole: ``max_seq_length`` less the special tokens and
+        the document prompt."""
+        overhead = len(self.transformer.tokenizer(self.document_prompt + "x", verbose=False)["input_ids"]) - 1
+        return self.max_seq_length - overhead
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans (start, end) of the tokens of ``text``, without special tokens."""
+        encoded = self.transformer.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        return [(int(start), int(end)) for start, end in encoded["offset_mapping"]]
+
     def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to put in front of every text ("" for none), as sentence-transformers resolves it."""
         if prompt is not None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .async_client import AsyncClientStore
-from .async_protocol import AsyncVectorStore
 from .base import CollectionSpec, Distance, Quantization, ScoredRecord, StoredRecord, VectorSpec
-from .client import ClientStore
+from .client_async import AsyncClientStore
+from .client_sync import ClientStore
 from .edge import EdgeStore
-from .protocol import VectorStore
+from .protocol_async import AsyncVectorStore
+from .protocol_sync import VectorStore
 from .retry import RetryPolicy
 from .threaded import ThreadedStore
 

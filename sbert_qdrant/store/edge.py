@@ -231,11 +231,16 @@ class EdgeStore:
         found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), True, with_vectors)
         return [_stored(r, vector_name) for r in found]
 
-    def scroll(self, name: str, vector_name: str, with_vectors: bool, batch_size: int) -> Iterator[list[StoredRecord]]:
+    def scroll(
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+    ) -> Iterator[list[StoredRecord]]:
         shard = self._shard(name).shard
+        edge_filter = to_edge_filter(query_filter)
         offset: Any = None
         while True:
-            request = qe.ScrollRequest(offset=offset, limit=batch_size, with_payload=True, with_vector=with_vectors)
+            request = qe.ScrollRequest(
+                offset=offset, limit=batch_size, filter=edge_filter, with_payload=True, with_vector=with_vectors
+            )
             records, offset = _engine_call(f"scroll of {name!r}", shard.scroll, request)
             if records:
                 yield [_stored(r, vector_name) for r in records]

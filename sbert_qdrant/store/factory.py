@@ -9,17 +9,22 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from ..errors import InvalidArgumentError
 from ..settings import Settings
-from .async_client import AsyncClientStore
-from .client import ClientStore
+from .client_async import AsyncClientStore
+from .client_sync import ClientStore
 from .edge import EdgeStore
+from .protocol_async import AsyncVectorStore
+from .protocol_sync import VectorStore
 from .retry import RetryPolicy
 from .threaded import ThreadedStore
 
 
-def _choose(location: Any, url: str | None, client: Any, settings: Settings) -> tuple[str, Any]:
-    given = [name for name, value in (("location", location), ("url", url), ("client", client)) if value is not None]
+def _choose(location: Any, url: str | None, client: Any, store: Any, settings: Settings) -> tuple[str, Any]:
+    named = (("location", location), ("url", url), ("client", client), ("store", store))
+    given = [name for name, value in named if value is not None]
     if len(given) > 1:
-        raise InvalidArgumentError(f"pass one of location=, url= or client=, not {' and '.join(given)}.")
+        raise InvalidArgumentError(f"pass one of location=, url=, client= or store=, not {' and '.join(given)}.")
+    if store is not None:
+        return "store", store
     if client is not None:
         return "client", client
     if url is not None:
@@ -50,6 +55,7 @@ def _open(
     client: Any,
     settings: Settings | None,
     retry: RetryPolicy | None,
+    store: Any,
 ) -> Any:
     """The store of one flavour ("sync" or "async") for the given engine."""
     settings = settings or Settings()
@@ -60,7 +66,9 @@ def _open(
         if flavour == "sync"
         else (AsyncQdrantClient, AsyncClientStore, "TextCollection for QdrantClient")
     )
-    kind, target = _choose(location, url, client, settings)
+    kind, target = _choose(location, url, client, store, settings)
+    if kind == "store":
+        return target
     if kind == "client":
         if not isinstance(target, client_type):
             raise InvalidArgumentError(
@@ -79,9 +87,11 @@ def open_store(
     client: QdrantClient | None = None,
     settings: Settings | None = None,
     retry: RetryPolicy | None = None,
-) -> EdgeStore | ClientStore:
-    """The store for the given engine; with none given, ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``."""
-    return _open("sync", location, url, api_key, client, settings, retry)
+    store: VectorStore | None = None,
+) -> VectorStore:
+    """The store for the given engine (``store``: one of your own, as it is); with none given, ``QDRANT_URL`` if
+    set, else ``SBERT_QDRANT_LOCATION``."""
+    return _open("sync", location, url, api_key, client, settings, retry, store)
 
 
 def open_async_store(
@@ -91,6 +101,7 @@ def open_async_store(
     client: AsyncQdrantClient | None = None,
     settings: Settings | None = None,
     retry: RetryPolicy | None = None,
-) -> AsyncClientStore | ThreadedStore:
+    store: AsyncVectorStore | None = None,
+) -> AsyncVectorStore:
     """``open_store`` for asyncio: an AsyncQdrantClient, or Qdrant Edge with its calls in a worker thread."""
-    return _open("async", location, url, api_key, client, settings, retry)
+    return _open("async", location, url, api_key, client, settings, retry, store)

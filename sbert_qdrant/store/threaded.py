@@ -7,8 +7,10 @@ import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
+from qdrant_client import models
+
 from .base import StoredRecord
-from .protocol import VectorStore
+from .protocol_sync import VectorStore
 
 
 class ThreadedStore:
@@ -28,9 +30,9 @@ class ThreadedStore:
         return call
 
     async def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
     ) -> AsyncIterator[list[StoredRecord]]:
-        pages = self.store.scroll(name, vector_name, with_vectors, batch_size)
+        pages = self.store.scroll(name, vector_name, with_vectors, batch_size, query_filter)
         try:
             while (page := await asyncio.to_thread(next, pages, None)) is not None:
                 yield page

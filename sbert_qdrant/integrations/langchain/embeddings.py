@@ -1,19 +1,19 @@
-"""LangChain ``Embeddings`` over a SentenceEncoder, and any LangChain ``Embeddings`` seen as a SentenceEncoder."""
+"""LangChain ``Embeddings`` over a SentenceEncoder, and any LangChain ``Embeddings`` as a collection's encoder."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import torch
 from langchain_core.embeddings import Embeddings
-from torch import nn
 
 from ...encoder import SentenceEncoder
+from ...encoder.protocol import TextEncoder
 from ...encoder.runtime import Precision
-from ...errors import InvalidArgumentError, InvalidInputError, UnsupportedError
+from ...errors import InvalidArgumentError, InvalidInputError
 from .._encoder import given_or_loaded
 
 
@@ -66,37 +66,24 @@ class SbertEmbeddings(Embeddings):
     # aembed_documents / aembed_query: LangChain's defaults run the two above in a worker thread, off the event loop.
 
 
-class LangChainEncoder(SentenceEncoder):
-    """Any LangChain ``Embeddings`` seen as a SentenceEncoder, so that a TextCollection stores and searches its
-    vectors (``TextCollection(name, encoder=LangChainEncoder(OpenAIEmbeddings()))``).
+class LangChainEncoder:
+    """Any LangChain ``Embeddings`` as the encoder of a TextCollection, which then stores and searches its vectors
+    (``TextCollection(name, encoder=LangChainEncoder(OpenAIEmbeddings()))``).
 
     dimension: the vector size; None asks the embeddings once (``embed_query``) when it is first needed.
-    Document methods (``upsert_documents``) need a tokenizer to cut chunks and refuse this encoder.
+    It has no tokenizer, so document methods (``upsert_documents``) refuse it.
     """
 
     def __init__(self, embeddings: Embeddings, dimension: int | None = None) -> None:
-        nn.Module.__init__(self)  # no transformer: the embeddings do the encoding
         if not isinstance(embeddings, Embeddings):
             raise InvalidArgumentError(f"embeddings must be a LangChain Embeddings, not {type(embeddings).__name__}.")
         if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
             raise InvalidArgumentError(f"dimension={dimension!r} must be a positive integer, or None to ask.")
         self.embeddings = embeddings
-        self.prompts: dict[str, str] = {}
-        self.default_prompt_name = None
-        self.device = torch.device("cpu")
-        self.precision: Precision = "fp32"
-        self.truncated_count = 0
         self._dimension = dimension
 
     def __repr__(self) -> str:
         return f"LangChainEncoder({self.embeddings!r}, dimension={self._dimension})"
-
-    @property
-    def transformer(self) -> Any:
-        raise UnsupportedError(
-            f"{self!r} has no tokenizer, so it cannot cut documents into chunks; use upsert_texts (one vector per "
-            "text) or a SentenceEncoder for upsert_documents."
-        )
 
     @property
     def dimension(self) -> int:
@@ -159,10 +146,10 @@ class LangChainEncoder(SentenceEncoder):
         return torch.from_numpy(result) if convert_to == "torch" else result
 
 
-def as_encoder(embedding: Embeddings | SentenceEncoder) -> SentenceEncoder:
-    """The SentenceEncoder a collection should use for ``embedding``: an SbertEmbeddings' own encoder (with its
-    prompts and batching), a SentenceEncoder as it is, any other Embeddings wrapped in a LangChainEncoder."""
-    if isinstance(embedding, SentenceEncoder):
+def as_encoder(embedding: Embeddings | TextEncoder) -> TextEncoder:
+    """The encoder a collection should use for ``embedding``: an SbertEmbeddings' own encoder (with its prompts and
+    batching), an encoder as it is, any other Embeddings wrapped in a LangChainEncoder."""
+    if isinstance(embedding, TextEncoder):
         return embedding
     if isinstance(embedding, SbertEmbeddings):
         return embedding.encoder

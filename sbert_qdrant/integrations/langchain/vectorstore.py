@@ -14,7 +14,7 @@ from qdrant_client import AsyncQdrantClient, QdrantClient, models
 
 from ...aio import AsyncTextCollection
 from ...collection import TextCollection
-from ...encoder import CrossEncoder
+from ...encoder import CrossEncoder, SentenceEncoder
 from ...errors import CollectionNotFoundError, InvalidArgumentError, UnsupportedError
 from ...records import Hit
 from ._records import delete_args, query_filter, to_document, upsert_args
@@ -87,9 +87,15 @@ class SbertQdrantVectorStore(VectorStore):
         """The collection's encoder as LangChain Embeddings (the Embeddings it wraps, for a LangChainEncoder)."""
         if self._embeddings is None:
             encoder = self._any.encoder
-            self._embeddings = (
-                encoder.embeddings if isinstance(encoder, LangChainEncoder) else SbertEmbeddings(encoder=encoder)
-            )
+            if isinstance(encoder, LangChainEncoder):
+                self._embeddings = encoder.embeddings
+            elif isinstance(encoder, SentenceEncoder):
+                self._embeddings = SbertEmbeddings(encoder=encoder)
+            else:
+                raise UnsupportedError(
+                    f"the collection's encoder {encoder!r} is neither a SentenceEncoder nor a LangChainEncoder, so "
+                    "it has no LangChain Embeddings; pass one of those to the collection."
+                )
         return self._embeddings
 
     def _sync(self, method: str) -> TextCollection:
@@ -250,7 +256,7 @@ class SbertQdrantVectorStore(VectorStore):
                 f"relevance scores in [0, 1] exist for mode='dense' without rerank= only (this store: "
                 f"mode={options['mode']!r}); use similarity_search_with_score, whose scores are the mode's own."
             )
-        distance = self._any._core.distance  # the collection's own setting (not part of its documented surface)
+        distance = self._any.distance
         if distance == "cosine":
             return _cosine_relevance
         if distance == "dot":

@@ -1,6 +1,6 @@
 """The store protocol: what a text collection needs from a Qdrant engine, in vectors and payloads only.
 
-Written once, for asyncio (``AsyncVectorStore``); ``tools/unasync.py`` derives ``protocol.py`` (``VectorStore``).
+Written once, for asyncio (``AsyncVectorStore``); ``tools/unasync.py`` derives ``protocol_sync.py`` (``VectorStore``).
 """
 
 from __future__ import annotations
@@ -76,9 +76,9 @@ class AsyncVectorStore(Protocol):
     ) -> list[StoredRecord]: ...
 
     def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
     ) -> AsyncIterator[list[StoredRecord]]:
-        """Every point, a page at a time."""
+        """Every point (that matches the filter), a page at a time."""
 
     async def delete(
         self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool

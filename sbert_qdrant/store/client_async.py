@@ -1,6 +1,6 @@
 """The store over qdrant-client's AsyncQdrantClient: a Qdrant server, Qdrant Cloud, or the local mode.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``client.py`` (``ClientStore`` over ``QdrantClient``).
+Written once, for asyncio; ``tools/unasync.py`` derives ``client_sync.py`` (``ClientStore`` over ``QdrantClient``).
 """
 
 from __future__ import annotations
@@ -129,13 +129,19 @@ class AsyncClientStore:
         return rq.stored(found, vector_name)
 
     async def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int
+        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
     ) -> AsyncIterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
         offset: Any = None
         while True:
             records, offset = await self._call(
-                f"scroll of {name!r}", "scroll", name, limit=batch_size, offset=offset, with_vectors=vectors
+                f"scroll of {name!r}",
+                "scroll",
+                name,
+                scroll_filter=query_filter,
+                limit=batch_size,
+                offset=offset,
+                with_vectors=vectors,
             )
             if records:
                 yield rq.stored(records, vector_name)

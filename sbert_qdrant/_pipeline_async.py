@@ -1,0 +1,107 @@
+"""The one pipelined write of a collection, for texts, documents and precomputed vectors alike: batch k+1 is
+checked and encoded while batch k is written; what landed is counted, and a failure says which records are stored.
+
+Written once, for asyncio; ``tools/unasync.py`` derives ``_pipeline_sync.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from tqdm.auto import tqdm
+
+from ._runtime_async import Writer, run_blocking
+from .errors import PartialWriteError
+from .records import Key, UpsertResult
+from .store.base import PointVectors
+
+B = TypeVar("B")
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one batch writes: its records' ids (every one, in input order), the records it writes and those already
+    stored (left alone), a blocking ``encode`` of its points, and the ``write`` of those vectors (None: nothing)."""
+
+    ids: list[Key]
+    writes: list[Key]
+    stored: list[Key]
+    encode: Callable[[], PointVectors | None]
+    write: Callable[[PointVectors | None], Awaitable[None]] | None
+
+
+@dataclass
+class Pipeline(Generic[B]):
+    """A write of ``batches`` into ``collection_name``: ``plan`` turns a checked batch into its step (asking the
+    store what is stored), ``ensure`` makes the collection exist once the first batch has passed its checks."""
+
+    collection_name: str
+    plan: Callable[[B], Awaitable[Step]]
+    ensure: Callable[[], Awaitable[None]]
+    show_progress: bool = False
+    unit: str = "text"
+
+    async def run(self, batches: Iterable[B]) -> UpsertResult:
+        """Write every batch; ``UpsertResult.written`` counts records written once their write has landed."""
+        batches = iter(batches)
+        first = next(batches, None)  # a list input is checked whole here, before anything is written
+        result = UpsertResult()
+        if first is None:
+            return result
+        await self.ensure()
+        seen: list[Key] = []
+        stored: set[Any] = set()
+        async with Writer() as writer:
+            pending: tuple[Any, list[Key]] | None = None
+            with tqdm(desc="Upserting", unit=self.unit, disable=not self.show_progress) as bar:
+                try:
+                    for batch in itertools.chain([first], batches):
+                        step = await self.plan(batch)
+                        result.extend(step.ids)
+                        seen.extend(step.ids)
+                        vectors = await run_blocking(step.encode) if step.writes else None
+                        if pending is not None:
+                            await writer.wait(pending[0])
+                            _landed(pending[1], result, stored)
+                            pending = None
+                        if step.write is not None:
+                            pending = (writer.start(step.write, vectors), step.writes)
+                        stored.update(_marks(step.stored))
+                        result.skipped += len(step.ids) - len(step.writes)
+                        bar.update(len(step.ids))
+                    if pending is not None:
+                        await writer.wait(pending[0])
+                        _landed(pending[1], result, stored)
+                except Exception as exc:
+                    if pending is not None and await writer.settle(pending[0]):
+                        stored.update(_marks(pending[1]))  # the write in flight landed
+                    raise _partial_write_error(self.collection_name, exc, seen, stored) from exc
+        return result
+
+
+def _marks(keys: Iterable[Key]) -> list[tuple[str, Key]]:
+    """Ids as set members that keep ``"7"`` and ``7`` apart."""
+    return [(type(key).__name__, key) for key in keys]
+
+
+def _landed(keys: list[Key], result: UpsertResult, stored: set[Any]) -> None:
+    result.written += len(keys)
+    stored.update(_marks(keys))
+
+
+def _partial_write_error(name: str, exc: Exception, seen: list[Key], stored: set[Any]) -> Exception:
+    """The error to raise when a write stops: the cause itself if nothing was stored yet."""
+    if not stored:
+        return exc
+    unique = list(dict(zip(_marks(seen), seen, strict=True)).items())
+    written = [key for mark, key in unique if mark in stored]
+    return PartialWriteError(
+        f"upsert into {name!r} stopped after storing {len(written)} records ({type(exc).__name__}: {exc}). "
+        "Re-run the same upsert: ids are deterministic, so stored records are overwritten (or skipped with "
+        "on_conflict='skip'), never duplicated.",
+        written_ids=written,
+        unwritten_ids=[key for mark, key in unique if mark not in stored],
+    )

@@ -1,0 +1,241 @@
+"""Searching a collection: the checked plan of a search, the engine searches of query texts, hits in a fixed order,
+and re-ranking by a cross-encoder."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+from qdrant_client import models
+
+from ._filters import engine_filter
+from ._schema import SPARSE_NAME, CollectionSettings
+from ._vectors import encode_documents, encode_queries
+from .documents import DocumentHit
+from .encoder import Bm25, CrossEncoder
+from .errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
+from .records import KEY_KEY, Hit, check_text, split_payload
+from .store.base import Diversified, Fused, Fusion, Nearest, PayloadSelector, ScoredRecord, SearchQuery
+
+T = TypeVar("T")
+SearchMode = Literal["dense", "sparse", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
+FUSIONS: tuple[Fusion, ...] = ("rrf", "dbsf")
+#: Reciprocal rank fusion's k: Qdrant's default, and the best of 2, 10 and 60 on BEIR SciFact's train split.
+RRF_K = 2
+#: Candidates each source of a hybrid search (and MMR) draws at least, whatever the limit.
+MIN_CANDIDATES = 100
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """How to turn query texts into engine searches; ``symmetric`` encodes them as stored texts (duplicates)."""
+
+    mode: SearchMode = "dense"
+    fusion: Fusion = "dbsf"
+    weights: tuple[float, float] | None = None
+    diversity: float | None = None
+    candidates: int = MIN_CANDIDATES
+    symmetric: bool = False
+
+
+def check_limit(limit: object) -> None:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
+
+
+def search_plan(
+    mode: str,
+    fusion: str,
+    weights: Sequence[float] | None,
+    diversity: float | None,
+    candidates: int | None,
+    limit: int,
+) -> SearchPlan:
+    """Check the search mode arguments (before anything is encoded or asked)."""
+    check_limit(limit)
+    if mode not in SEARCH_MODES:
+        raise InvalidArgumentError(f"mode={mode!r} must be one of {SEARCH_MODES}.")
+    if fusion not in FUSIONS:
+        raise InvalidArgumentError(f"fusion={fusion!r} must be one of {FUSIONS}.")
+    pair: tuple[float, float] | None = None
+    if weights is not None:
+        if mode != "hybrid" or fusion != "rrf":
+            raise InvalidArgumentError(
+                f"weights={weights!r} apply to mode='hybrid' with fusion='rrf' only (got mode={mode!r}, "
+                f"fusion={fusion!r}); drop weights= or use those."
+            )
+        values = list(weights) if isinstance(weights, Sequence) and not isinstance(weights, str) else []
+        if (
+            len(values) != 2
+            or not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in values)
+            or not all(np.isfinite(w) and w >= 0 for w in values)
+            or sum(values) <= 0
+        ):
+            raise InvalidArgumentError(
+                f"weights={weights!r} must be two non-negative numbers (dense, sparse), not both 0, e.g. (1.0, 2.0)."
+            )
+        pair = (float(values[0]), float(values[1]))
+    if diversity is not None and (
+        isinstance(diversity, bool) or not isinstance(diversity, (int, float)) or not 0.0 <= diversity <= 1.0
+    ):
+        raise InvalidArgumentError(
+            f"diversity={diversity!r} must be between 0 (relevance only) and 1 (diversity only), or None."
+        )
+    if candidates is None:
+        candidates = max(limit, MIN_CANDIDATES)
+    elif isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < limit:
+        raise InvalidArgumentError(f"candidates={candidates!r} must be an integer >= limit ({limit}).")
+    return SearchPlan(mode, fusion, pair, None if diversity is None else float(diversity), candidates)
+
+
+def check_queries(
+    settings: CollectionSettings,
+    queries: Sequence[str],
+    limit: int,
+    query_filter: Any,
+    score_threshold: float | None,
+    plan: SearchPlan,
+) -> tuple[list[str], models.Filter | None]:
+    """The query texts and the engine filter, checked (before anything is encoded or asked)."""
+    if isinstance(queries, str) or not isinstance(queries, Sequence):
+        raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
+    check_limit(limit)
+    if score_threshold is not None and plan.mode != "dense":
+        if not isinstance(score_threshold, (int, float)) or not np.isfinite(score_threshold):
+            raise InvalidArgumentError(f"score_threshold={score_threshold!r} must be a finite number.")
+    elif score_threshold is not None:
+        low, high = {"cosine": (-1.0, 1.0), "euclid": (0.0, np.inf), "manhattan": (0.0, np.inf)}.get(
+            settings.distance, (-np.inf, np.inf)
+        )
+        if not isinstance(score_threshold, (int, float)) or not low <= score_threshold <= high:
+            raise InvalidArgumentError(
+                f"score_threshold={score_threshold!r} is outside the {settings.distance} score range [{low}, {high}]."
+            )
+    texts = [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
+    return texts, engine_filter(query_filter)
+
+
+def require_sparse(settings: CollectionSettings, bm25: Bm25 | None, plan: SearchPlan) -> None:
+    """Refuse a sparse or hybrid search of a collection without BM25 vectors, naming the fix."""
+    if plan.mode != "dense" and bm25 is None:
+        raise CollectionMismatchError(
+            f"collection {settings.collection_name!r} has no BM25 vectors written by sbert-qdrant, so "
+            f"mode={plan.mode!r} cannot search it: use mode='dense', or re-index its texts into a new collection "
+            "(TextCollection(new_name, sparse='bm25').upsert_texts(...)); an existing collection is never "
+            "recreated silently."
+        )
+
+
+def engine_searches(
+    settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], plan: SearchPlan
+) -> list[SearchQuery]:
+    """Encode query texts and build one engine search each (blocking: run off the event loop)."""
+    require_sparse(settings, bm25, plan)
+    dense: list[list[float]] = []
+    if plan.mode != "sparse" or plan.diversity is not None:
+        encode = encode_documents if plan.symmetric else encode_queries
+        dense = encode(settings, texts).tolist()
+    lexical = [bm25.embed_query(t) for t in texts] if bm25 is not None and plan.mode != "dense" else []
+    name = settings.vector_name
+    searches: list[SearchQuery] = []
+    for i in range(len(texts)):
+        base: Nearest | Fused
+        if plan.mode == "dense":
+            base = Nearest(name, dense[i])
+        elif plan.mode == "sparse":
+            base = Nearest(SPARSE_NAME, lexical[i])
+        else:
+            sources = (Nearest(name, dense[i]), Nearest(SPARSE_NAME, lexical[i]))
+            base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
+        if plan.diversity is None:
+            searches.append(base)
+        else:
+            source = None if plan.mode == "dense" else base
+            searches.append(Diversified(name, dense[i], plan.diversity, plan.candidates, source))
+    return searches
+
+
+def payload_selector(settings: CollectionSettings, with_payload: bool, rerank: CrossEncoder | None) -> PayloadSelector:
+    """What to fetch with hits: everything, or only the caller's id (hits always carry it), and the text when a
+    cross-encoder is to read it."""
+    if with_payload:
+        return True
+    return [KEY_KEY, settings.text_field] if rerank is not None else [KEY_KEY]
+
+
+def hits(settings: CollectionSettings, rows: list[ScoredRecord]) -> list[Hit]:
+    """Hits in the engine's order; points with equal scores (common after rank fusion) in point-id order, which
+    engines do not fix."""
+    out = []
+    for row in tie_ordered(rows, _point_id):
+        key, text, fields = split_payload(row.id, row.payload, settings.text_field)
+        out.append(Hit(key, row.score, text, fields, row.id))
+    return out
+
+
+def tie_ordered(items: list[T], key: Callable[[T], Any], score: Callable[[T], float] | None = None) -> list[T]:
+    """Items in the engine's order, those with equal scores in ``key`` order (engines do not fix that order)."""
+    return [item for _, tied in itertools.groupby(items, key=score or _score) for item in sorted(tied, key=key)]
+
+
+def _point_id(row: ScoredRecord) -> str:
+    return row.id
+
+
+def _score(item: Any) -> float:
+    return float(item.score)
+
+
+# -- re-ranking ----------------------------------------------------------------------------------------------------
+
+
+def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
+    """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank."""
+    check_limit(limit)
+    if rerank is None:
+        return limit
+    if not isinstance(rerank, CrossEncoder) or rerank.num_labels != 1:
+        raise InvalidArgumentError(
+            f"rerank= must be a CrossEncoder with one output (a relevance score), not {rerank!r:.80}; load one "
+            "with CrossEncoder.load(folder) or train one (sbert-qdrant train --objective cross-encoder-binary)."
+        )
+    if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
+        raise InvalidArgumentError(f"rerank_candidates={rerank_candidates!r} must be a positive integer.")
+    return max(limit, rerank_candidates)
+
+
+def _cross_scores(settings: CollectionSettings, cross: CrossEncoder, pairs: list[tuple[str, str]]) -> list[float]:
+    if not pairs:
+        return []
+    return [float(s) for s in np.asarray(cross.predict(pairs, batch_size=settings.encode_batch_size)).ravel()]
+
+
+def reranked(
+    settings: CollectionSettings, queries: list[str], found: list[list[Hit]], cross: CrossEncoder, limit: int
+) -> list[list[Hit]]:
+    """Each query's hits re-scored by the cross-encoder, best ``limit`` first (blocking)."""
+    pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
+    scores = iter(_cross_scores(settings, cross, pairs))
+    out = []
+    for hits in found:
+        rescored = [replace(h, score=next(scores), retrieval_score=h.score) for h in hits]
+        out.append(sorted(rescored, key=lambda h: -h.score)[:limit])
+    return out
+
+
+def reranked_documents(
+    settings: CollectionSettings, query: str, hits: list[DocumentHit], cross: CrossEncoder, limit: int, scoring: str
+) -> list[DocumentHit]:
+    """Documents re-scored by the cross-encoder over their listed chunks, best ``limit`` first (blocking)."""
+    scores = iter(_cross_scores(settings, cross, [(query, c.text) for h in hits for c in h.chunks]))
+    out = []
+    for hit in hits:
+        chunks = [replace(c, score=next(scores), retrieval_score=c.score) for c in hit.chunks]
+        chunks.sort(key=lambda c: -c.score)
+        score = chunks[0].score if scoring == "max" else sum(c.score for c in chunks)
+        out.append(replace(hit, score=score, chunks=chunks))
+    return sorted(out, key=lambda h: -h.score)[:limit]

@@ -1,0 +1,41 @@
+"""What a collection stores for texts and asks with queries: the encoder's dense vectors and, in a collection with
+BM25, the term weights (blocking work: the async collection runs it off the event loop)."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ._schema import SPARSE_NAME, CollectionSettings
+from .encoder import Bm25
+from .store.base import PointVectors
+
+logger = logging.getLogger("sbert_qdrant.collection")
+
+
+def show_progress(settings: CollectionSettings, show: bool | None) -> bool:
+    """Whether to show a progress bar: as asked, else as the collection was opened, else when logging at INFO."""
+    if show is None:
+        show = settings.show_progress_bar
+    return logger.isEnabledFor(logging.INFO) if show is None else show
+
+
+def encode_documents(settings: CollectionSettings, texts: list[str]) -> np.ndarray:
+    """Dense vectors of texts as stored (the model's document prompt, if it has one)."""
+    vectors = settings.encoder.encode_document(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def encode_queries(settings: CollectionSettings, texts: list[str]) -> np.ndarray:
+    """Dense vectors of search queries (the model's query prompt, if it has one)."""
+    vectors = settings.encoder.encode_query(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
+    return np.asarray(vectors, dtype=np.float32)
+
+
+def point_vectors(settings: CollectionSettings, bm25: Bm25 | None, texts: list[str]) -> PointVectors:
+    """Everything stored for texts: the dense vectors and, with BM25, the term weights."""
+    dense = encode_documents(settings, texts)
+    if bm25 is None:
+        return PointVectors(settings.vector_name, dense)
+    return PointVectors(settings.vector_name, dense, SPARSE_NAME, bm25.embed_documents(texts))

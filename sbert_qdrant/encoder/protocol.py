@@ -1,0 +1,41 @@
+"""What a collection needs of an encoder: any object with these members works, none has to subclass
+SentenceEncoder (an adapter over LangChain embeddings, a remote model, a test double)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class TextEncoder(Protocol):
+    """Encodes stored texts and search queries into vectors of one size (``upsert_texts``, ``search_text``)."""
+
+    @property
+    def dimension(self) -> int:
+        """The size of every vector."""
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether every vector has unit length."""
+
+    def encode_document(
+        self, texts: Sequence[str], batch_size: int = ..., *, show_progress_bar: bool | None = ...
+    ) -> Any:
+        """Vectors of texts as stored: an array of shape (len(texts), dimension)."""
+
+    def encode_query(self, texts: Sequence[str], batch_size: int = ..., *, show_progress_bar: bool | None = ...) -> Any:
+        """Vectors of search queries: an array of shape (len(texts), dimension)."""
+
+
+@runtime_checkable
+class DocumentEncoder(TextEncoder, Protocol):
+    """A TextEncoder with a tokenizer, so that long documents are cut into chunks it reads whole
+    (``upsert_documents``)."""
+
+    @property
+    def document_token_limit(self) -> int:
+        """Tokens of a text that ``encode_document`` reads whole."""
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]:
+        """Character spans (start, end) of the tokens of ``text``, without special tokens."""
