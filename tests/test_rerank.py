@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 from flavours import Engines
 from test_collection import QUESTIONS
 
@@ -17,10 +19,22 @@ from sbert_qdrant.testing import tiny_encoder
 
 @pytest.fixture(scope="module")
 def cross(tmp_path_factory: pytest.TempPathFactory) -> CrossEncoder:
-    """A tiny cross-encoder with a random head: its order is arbitrary, so re-ranking visibly changes results."""
+    """A tiny cross-encoder with a random head: its order is arbitrary, so re-ranking visibly changes results. The
+    head is scaled up (as in test_cross_encoder): a random tiny BERT's logits are so alike that a batch row's rounding
+    could swap two texts."""
     folder = tmp_path_factory.mktemp("tiny")
     tiny_encoder().save(folder)
-    return CrossEncoder.from_transformer(folder, seed=3)
+    cross = CrossEncoder.from_transformer(folder, seed=3)
+    with torch.no_grad():
+        cross.transformer.model.classifier.weight.mul_(1000)
+    return cross
+
+
+def assert_clear_order(cross: CrossEncoder, query: str, texts: list[str]) -> None:
+    """The cross-encoder's logits for these texts lie 1e-5 apart or more: far beyond a batch row's rounding on any CPU,
+    so the order the collection re-ranks into is the order computed here."""
+    logits = cross.predict([(query, t) for t in texts], activation="identity")
+    assert float(np.diff(np.sort(logits)).min()) > 1e-5, np.sort(logits)
 
 
 def test_rerank_orders_hits_by_the_cross_encoder(
@@ -30,6 +44,7 @@ def test_rerank_orders_hits_by_the_cross_encoder(
     ids = coll.upsert_texts(QUESTIONS)
     query = "learning Python"
     plain = {h.id: h.score for h in coll.search_text(query, limit=6)}
+    assert_clear_order(cross, query, QUESTIONS)
     expected = sorted(zip(cross.predict([(query, t) for t in QUESTIONS]).tolist(), ids, strict=True), reverse=True)
     for with_payload in (True, False):
         hits = coll.search_text(query, limit=3, rerank=cross, rerank_candidates=6, with_payload=with_payload)
@@ -78,6 +93,7 @@ def test_cli_search_reranks_with_a_saved_cross_encoder(
     assert main(["index", str(source), *engine]) == 0
     assert main(["search", "learning Python", "--limit", "2", "--rerank", str(cross_dir), "--json", *engine]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert_clear_order(cross, "learning Python", QUESTIONS)
     expected = sorted(cross.predict([("learning Python", q) for q in QUESTIONS]).tolist(), reverse=True)[:2]
     assert [r["score"] for r in rows] == pytest.approx(expected, abs=1e-5)
     assert all(r["retrieval_score"] is not None for r in rows)

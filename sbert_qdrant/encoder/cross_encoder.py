@@ -272,7 +272,11 @@ class CrossEncoder(nn.Module):
         batch_size: int = 32,
         show_progress_bar: bool | None = None,
     ) -> list[RankedText]:
-        """Score ``(query, text)`` for every text; the best ``top_k`` (None: all), best first, ties in input order."""
+        """Score ``(query, text)`` for every text; the best ``top_k`` (None: all), best first, ties in input order.
+
+        Each distinct text is scored once and identical texts share that score, so they tie exactly (a batch's rows
+        may round differently on some CPUs) and keep their input order.
+        """
         if not isinstance(query, str):
             raise InvalidInputError(f"query is {type(query).__name__} ({query!r:.60}), not str.")
         items = _checked_texts(texts)
@@ -282,9 +286,12 @@ class CrossEncoder(nn.Module):
             raise InvalidArgumentError(
                 f"rank needs a score model (num_labels=1), not {self.num_labels} labels; use predict for classes."
             )
-        scores = np.asarray(
-            self.predict([(query, text) for text in items], batch_size, show_progress_bar=show_progress_bar)
+        slots: dict[str, int] = {}
+        slot_of = np.fromiter((slots.setdefault(text, len(slots)) for text in items), dtype=np.int64, count=len(items))
+        distinct = np.asarray(
+            self.predict([(query, text) for text in slots], batch_size, show_progress_bar=show_progress_bar)
         )
+        scores = distinct[slot_of]
         order = np.argsort(-scores, kind="stable")[:top_k]
         return [RankedText(int(i), float(scores[i]), items[i]) for i in order]
 
