@@ -51,9 +51,12 @@ def test_mining_in_chunks_equals_brute_force() -> None:
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     full = unit @ unit.T
     np.fill_diagonal(full, -np.inf)
-    expected = {(i, j) for i in range(300) for j in range(i + 1, 300) if full[i, j] >= 0.5}
+    # Blocks and the full matrix round differently: a pair within 1e-5 of the threshold may fall either side.
+    upper = [(i, j) for i in range(300) for j in range(i + 1, 300)]
+    sure = {(i, j) for i, j in upper if full[i, j] >= 0.5 + 1e-5}
+    either = {(i, j) for i, j in upper if abs(full[i, j] - 0.5) < 1e-5}
     pairs = mine_pairs(vectors, threshold=0.5, top_k=300, block_size=64)
-    assert {(i, j) for i, j, _ in pairs} == expected
+    assert sure <= {(i, j) for i, j, _ in pairs} <= sure | either and len(sure) > 100
     assert pairs[0][:2] == (3, 150) and pairs[0][2] == pytest.approx(1.0, abs=1e-4)
     assert [s for _, _, s in pairs] == sorted((s for _, _, s in pairs), reverse=True)
     assert mine_pairs(vectors[:1], 0.0, 5) == []
