@@ -9,14 +9,16 @@ SbertQdrantError
 ├── ModelLoadError         a model that cannot be found or read
 │   ├── ModelNotFoundError (also FileNotFoundError) nothing found under the given name
 │   └── CheckpointError    a training checkpoint that cannot be resumed; in sbert_qdrant.training
+├── UnsupportedError       what this engine or collection cannot do (says which one can)
+├── PartialWriteError      some batches of an upsert were written and some were not (ids of both)
 └── StoreError             a Qdrant engine refused or failed an operation
     ├── CollectionNotFoundError (also LookupError) reading a collection that does not exist
     ├── StoreInUseError    an embedded (Edge) collection folder already opened by another process
-    ├── StoreUnavailableError   transient faults outlasted the retry budget
-    ├── UnsupportedError   this engine cannot run the query asked (says which engine can)
-    └── PartialWriteError  some batches of an upsert were written and some were not (ids of both)
+    └── StoreUnavailableError   transient faults outlasted the retry budget
 ```
-Every message names the offending value and says how to fix it.
+Every message names the offending value and says how to fix it. ``StoreError`` is an engine fault; a request the
+engine cannot serve (``UnsupportedError``) and an upsert that stopped part-way (``PartialWriteError``: the error that
+stopped it is its ``__cause__``) are not, so ``except StoreError`` does not catch them.
 """
 
 from __future__ import annotations
@@ -69,12 +71,12 @@ class StoreUnavailableError(StoreError):
     """Transient faults (connection errors, timeouts, 429, 5xx) lasted past the retry budget."""
 
 
-class UnsupportedError(StoreError):
-    """The engine cannot run what was asked (e.g. local mode's MMR over hybrid results); the message names one that
-    can."""
+class UnsupportedError(SbertQdrantError):
+    """What this engine or collection cannot do (e.g. local mode's MMR over hybrid results, writes to a collection
+    written by another tool); the message names one that can. Not a ``StoreError``: nothing failed."""
 
 
-class PartialWriteError(StoreError):
+class PartialWriteError(SbertQdrantError):
     """An upsert stopped part-way: ``written_ids`` are stored, ``unwritten_ids`` are not.
 
     Re-running the same upsert is safe: ids are deterministic, so nothing is duplicated.
