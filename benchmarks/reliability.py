@@ -96,8 +96,8 @@ def fault_tolerance(faults: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     policy = RetryPolicy(attempts=6, max_seconds=30, initial_backoff=0.001, max_backoff=0.01)
     client = FaultInjectingClient(QdrantClient(":memory:"))
-    coll = TextCollection("faults", tiny_encoder(), client=client.inner, retry=policy)
-    coll._store = ClientStore(client, policy, close_client=False)  # the test double goes in at the store seam
+    store = ClientStore(client, policy, close_client=False)  # type: ignore[arg-type]  # the test double, at the seam
+    coll = TextCollection("faults", tiny_encoder(), store=store)
     injected = failed_wrongly = operations = 0
     texts = [f"question {i} about subject {i % 11}" for i in range(400)]
     coll.upsert_texts(texts[:8])  # the collection exists before faults start

@@ -14,6 +14,7 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from sbert_qdrant import AsyncTextCollection, SentenceEncoder, TextCollection
+from sbert_qdrant.store.factory import open_async_store, open_store
 
 FLAVOURS = ["sync", "async"]
 ENGINES = ["edge", "memory"]
@@ -59,13 +60,21 @@ class Engines:
     def __repr__(self) -> str:
         return f"Engines({self.flavour!r}, {self.engine!r})"
 
-    def open(self, encoder: SentenceEncoder, name: str = "faq", **options: Any) -> Any:
-        name = self.prefix + name
-        engine: dict[str, Any] = {"location": self.tmp_path / "qdrant"}
+    def _engine(self) -> dict[str, Any]:
         if self.client is not None:
-            engine = {"client": self.client}
-        elif self.engine == "server":
-            engine = {"url": self.url}
+            return {"client": self.client}
+        if self.engine == "server":
+            return {"url": self.url}
+        return {"location": self.tmp_path / "qdrant"}
+
+    def store(self) -> Any:
+        """A store of this flavour on this engine, for a test to wrap and pass as ``store=``."""
+        return open_store(**self._engine()) if self.loop is None else open_async_store(**self._engine())
+
+    def open(self, encoder: SentenceEncoder, name: str = "faq", **options: Any) -> Any:
+        """A collection on this engine (or on the ``store=`` given)."""
+        name = self.prefix + name
+        engine = {} if "store" in options else self._engine()
         if self.loop is None:
             collection: Any = TextCollection(name, encoder, **engine, **options)
         else:

@@ -10,6 +10,7 @@ import pytest
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from sbert_qdrant import AsyncTextCollection, InvalidArgumentError, SentenceEncoder, TextCollection
+from sbert_qdrant.store import AsyncClientStore
 
 QUESTIONS = [
     "How do I learn Python quickly?",
@@ -45,9 +46,10 @@ def test_each_flavour_refuses_the_other_flavours_client(tiny_encoder: SentenceEn
 
 def test_a_cancelled_upsert_leaves_no_write_running(tiny_encoder: SentenceEncoder) -> None:
     async def scenario() -> None:
-        coll = AsyncTextCollection("faq", tiny_encoder, client=AsyncQdrantClient(":memory:"))
+        store = AsyncClientStore(AsyncQdrantClient(":memory:"))
+        coll = AsyncTextCollection("faq", tiny_encoder, store=store)
         started, finished = [], []
-        real_upsert = coll._store.upsert
+        real_upsert = store.upsert
 
         async def slow_upsert(*args: object, **kwargs: object) -> None:
             started.append(1)
@@ -55,7 +57,7 @@ def test_a_cancelled_upsert_leaves_no_write_running(tiny_encoder: SentenceEncode
             await real_upsert(*args, **kwargs)  # type: ignore[arg-type]
             finished.append(1)
 
-        coll._store.upsert = slow_upsert  # type: ignore[method-assign]
+        store.upsert = slow_upsert  # type: ignore[method-assign]
         task = asyncio.create_task(coll.upsert_texts([f"text number {i}" for i in range(400)], batch_size=10))
         while not started:
             await asyncio.sleep(0.001)

@@ -63,17 +63,18 @@ def test_skip_leaves_stored_points_alone_and_encodes_only_new_ones(
 def test_default_batch_follows_the_engine(
     make: Engines, tiny_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coll = make.open(tiny_encoder)
+    store = make.store()
+    coll = make.open(tiny_encoder, store=store)
     writes: list[int] = []
-    original = coll._store.upsert
+    original = store.upsert
 
     def counting(name: str, ids: list[str], *rest: object) -> object:
         writes.append(len(ids))
         return original(name, ids, *rest)  # the sync result, or the coroutine to await
 
-    monkeypatch.setattr(coll._store, "upsert", counting)
+    monkeypatch.setattr(store, "upsert", counting)
     coll.upsert_texts([f"question number {i}" for i in range(2500)])
-    batch = coll._store.upsert_batch
+    batch = store.upsert_batch
     assert batch == (4096 if make.engine == "edge" else 1024)
     assert writes == [min(batch, 2500 - start) for start in range(0, 2500, batch)]
     assert coll.count() == 2500

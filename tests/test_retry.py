@@ -59,13 +59,11 @@ def faulty(request: pytest.FixtureRequest, tiny_encoder: SentenceEncoder) -> Ite
     def build(faults: dict[str, list[Exception | None]]) -> tuple[Any, FaultInjectingClient]:
         if request.param == "sync":
             client = FaultInjectingClient(QdrantClient(":memory:"), faults)
-            coll: Any = TextCollection("faq", tiny_encoder, client=client.inner, retry=FAST)
-            coll._store = ClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
-            return coll, client
+            store = ClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
+            return TextCollection("faq", tiny_encoder, store=store), client
         client = FaultInjectingClient(AsyncQdrantClient(location=":memory:"), faults)
-        inner = AsyncTextCollection("faq", tiny_encoder, client=client.inner, retry=FAST)
-        inner._store = AsyncClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
-        return Blocking(inner, loop), client
+        async_store = AsyncClientStore(client, FAST, close_client=False)  # type: ignore[arg-type]
+        return Blocking(AsyncTextCollection("faq", tiny_encoder, store=async_store), loop), client
 
     yield build
     loop.close()
@@ -208,7 +206,7 @@ def test_a_batch_failing_for_good_reports_what_was_written(faulty: Callable[...,
     # the first call writes one point; then two batches land and the third fails past the retry budget
     coll, _ = faulty({"upsert": [None, None, None, *[_status(503)] * 10]})
     coll.upsert_texts(texts[:1])
-    with pytest.raises(PartialWriteError, match="stopped after storing 6 points") as caught:
+    with pytest.raises(PartialWriteError, match="stopped after storing 6 records") as caught:
         coll.upsert_texts(texts, batch_size=3)
     stored = {t.id for t in coll.get([text_id(t) for t in texts])}
     assert set(caught.value.written_ids) <= stored and not set(caught.value.unwritten_ids) & stored
