@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import metadata as _metadata
+
 from .aio import AsyncTextCollection
 from .collection import DuplicatePair, TextCollection
 from .dedup import Calibration
@@ -38,7 +40,10 @@ from .records import Hit, StoredText, TextRecord, UpsertResult
 from .settings import Settings
 from .store import RetryPolicy
 
-__version__ = "0.1.0"
+try:  # pyproject.toml is the one place the version is written; the installed metadata carries it here
+    __version__ = _metadata.version("sbert-qdrant")
+except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip never installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -10,10 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sbert_qdrant import SentenceEncoder
+from sbert_qdrant import SentenceEncoder, __version__
 from sbert_qdrant.cli import main
 
 TEXTS = ["How do I learn Python quickly?", "What is the best way to learn Python fast?", "Why is the sky blue?"]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out == f"sbert-qdrant {__version__}\n"
 
 
 def test_encode_file_to_npy_matches_the_api(tmp_path: Path, default_encoder: SentenceEncoder) -> None:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.metadata
 import types
 from pathlib import Path
 
 import pytest
+
+import sbert_qdrant
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1] / "sbert_qdrant"
 
@@ -67,3 +70,10 @@ def test_all_is_complete_and_real(name: str) -> None:
     assert not public - set(exported), f"{name}.__all__ misses: {sorted(public - set(exported))}"
     missing = [n for n in exported if not hasattr(package, n)]
     assert not missing, f"{name}.__all__ lists names {name} does not define: {missing}"
+
+
+def test_version_is_written_once_in_pyproject() -> None:
+    """``__version__`` and ``sbert-qdrant --version`` read the installed metadata, which pyproject.toml writes."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert sbert_qdrant.__version__ == importlib.metadata.version("sbert-qdrant") == project["version"]

@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from .. import __version__
 from ..errors import SbertQdrantError
 from . import collections, demo, encode, training
 
@@ -16,6 +17,7 @@ _COMMAND_GROUPS = (encode, collections, demo, training)
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sbert-qdrant", description="Sentence-BERT encoders for Qdrant.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for group in _COMMAND_GROUPS:
         group.add_commands(commands)
