@@ -41,7 +41,7 @@ def main() -> None:
     texts = {path.name: path.read_text(encoding="utf-8") for path in args.docs}
     with tempfile.TemporaryDirectory() as folder, TextCollection("docs", encoder, location=folder) as coll:
         coll.upsert_documents(list(texts.values()), ids=list(texts), chunk_tokens=args.chunk_tokens)
-        print(f"indexed {len(texts)} documents as {coll.count()} chunks\n")
+        print(f"indexed {coll.count(kind='documents')} documents as {coll.count(kind='chunks')} chunks\n")
         for question in args.questions:
             print(f"Q: {question}")
             hits = coll.search_documents(question, limit=args.top, mode=args.mode, chunks=args.quotes)

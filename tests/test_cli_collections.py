@@ -33,9 +33,9 @@ def test_index_then_search_and_resume(tmp_path: Path, kind: str, capsys: pytest.
         source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     index = ["index", str(source), "--text-field", "question", "--id-field", "qid", *_engine(tmp_path)]
     assert main(index) == 0
-    assert "3 written, 0 skipped, 0 failed; 3 points stored" in capsys.readouterr().err
+    assert "3 written, 0 skipped, 0 failed; 3 texts stored" in capsys.readouterr().err
     assert main([*index, "--on-conflict", "skip"]) == 0
-    assert "0 written, 3 skipped, 0 failed; 3 points stored" in capsys.readouterr().err
+    assert "0 written, 3 skipped, 0 failed; 3 texts stored" in capsys.readouterr().err
     assert main(["search", "learning python", "--limit", "2", "--json", *_engine(tmp_path)]) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {h["id"] for h in hits} == {"a", "b"} and hits[0]["payload"] == {"topic": "code"}  # the caller's ids

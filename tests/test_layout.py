@@ -29,7 +29,7 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
     "sbert_qdrant.collection": "collection",  # TextCollection
     "sbert_qdrant.aio": "collection",  # AsyncTextCollection
-    "sbert_qdrant._*": "collection",  # the collections' shared private machinery (_collection_core, ...)
+    "sbert_qdrant._*": "collection",  # the collections' private machinery (_schema, _search, _pipeline_async, ...)
     "sbert_qdrant.training": "training",  # data readers, objectives, trainer, evaluators
     "sbert_qdrant.integrations": "integrations",  # LangChain / LlamaIndex adapters
     "sbert_qdrant.testing": "testing",  # test support: tiny random encoders, fault-injecting clients

@@ -108,10 +108,11 @@ def _index(args: argparse.Namespace) -> int:
             raise
         if args.optimize:
             coll.optimize()
-        total = coll.count()
+        kind = "documents" if args.documents else "texts"
+        total = coll.count(kind=kind)
     print(
         f"{path}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
-        f"{result.skipped} skipped, 0 failed; {total} points stored.",
+        f"{result.skipped} skipped, 0 failed; {total} {kind} stored.",
         file=sys.stderr,
     )
     return 0
