@@ -142,9 +142,9 @@ class UpsertResult(list[Key]):
 
     def __init__(self, ids: Iterable[Key] = (), written: int = 0, skipped: int = 0) -> None:
         super().__init__(ids)
-        #: Points written by this call.
+        #: Records (texts, or documents with all their chunks) whose write landed in this call.
         self.written = written
-        #: Records left alone because their id was already stored (``on_conflict="skip"``) or repeated.
+        #: Records left alone: already stored (``on_conflict="skip"``; a document unchanged), or repeated.
         self.skipped = skipped
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -11,9 +12,11 @@ import pytest
 from conftest import tiny_transformer
 from sentence_transformers import SentenceTransformer
 from sentence_transformers import models as st_models
+from transformers.utils import logging as transformers_logging
 
 from sbert_qdrant import (
     AttentionPooling,
+    CrossEncoder,
     Dense,
     ModelLoadError,
     ModelNotFoundError,
@@ -145,3 +148,32 @@ def test_model_in_hugging_face_cache_is_found(monkeypatch: pytest.MonkeyPatch, t
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
     assert loading.resolve_model_folder("org/tiny") == snapshot
+
+
+def _loads_and_saves(folder: Path) -> None:
+    build("mean").save(folder / "bi")
+    SentenceEncoder.load(folder / "bi", device="cpu", precision="fp32")
+    cross = CrossEncoder.from_transformer(folder / "bi", device="cpu")
+    cross.save(folder / "cross")
+    CrossEncoder.load(folder / "cross", device="cpu", precision="fp32")
+
+
+def test_loads_and_saves_print_no_transformers_progress_bar(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    capfd.readouterr()
+    _loads_and_saves(tmp_path / "quiet")
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in err + out and "Writing model shards" not in err + out, err
+    assert transformers_logging.set_tqdm_hook(None) is None  # the hook found before is given back
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant"):  # asked for progress: transformers' bars show
+        _loads_and_saves(tmp_path / "verbose")
+    assert "Loading weights" in capfd.readouterr().err
+
+
+@pytest.mark.slow
+def test_loading_the_default_model_prints_no_progress_bar(capfd: pytest.CaptureFixture[str]) -> None:
+    capfd.readouterr()
+    SentenceEncoder.load(device="cpu", precision="fp32")
+    out, err = capfd.readouterr()
+    assert "Loading weights" not in err + out and "it/s" not in err, err

@@ -22,7 +22,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 from ..errors import ModelLoadError
 from .base import read_json
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, read_model_config
-from .transformer import SBERT_CONFIG_FILE, Transformer
+from .transformer import SBERT_CONFIG_FILE, Transformer, quiet_transformers
 
 logger = logging.getLogger(__name__)
 
@@ -156,10 +156,11 @@ def read_cross_encoder(
             "(save_pretrained) from a source you trust."
         )
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(root), trust_remote_code=trust_remote_code)
-        model, info = AutoModelForSequenceClassification.from_pretrained(
-            str(root), trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True
-        )
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(str(root), trust_remote_code=trust_remote_code)
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                str(root), trust_remote_code=trust_remote_code, use_safetensors=True, output_loading_info=True
+            )
     except (OSError, ValueError, RuntimeError) as exc:
         raise ModelLoadError(f"cannot load the cross-encoder in {root}: {exc}") from exc
     if info["missing_keys"]:
@@ -181,7 +182,7 @@ def new_classifier(base: Transformer, num_labels: int, seed: int) -> Transformer
     """``base``'s transformer under a fresh ``num_labels`` classification head, initialised from ``seed``."""
     config = copy.deepcopy(base.model.config)
     config.num_labels = num_labels
-    with torch.random.fork_rng(devices=[]):
+    with torch.random.fork_rng(devices=[]), quiet_transformers():
         torch.manual_seed(seed)
         model = AutoModelForSequenceClassification.from_config(config)
     found = model.base_model.load_state_dict(base.model.state_dict(), strict=False)
@@ -203,10 +204,11 @@ def write_cross_encoder(
     path = ACTIVATION_PATHS[activation]
     model = transformer.model
     model.config.sentence_transformers = {"activation_fn": path}  # where sentence-transformers 4 and 5 look
-    model.save_pretrained(str(folder))
     # sentence-transformers reads the token limit from the tokenizer
     transformer.tokenizer.model_max_length = transformer.max_seq_length
-    transformer.tokenizer.save_pretrained(str(folder))
+    with quiet_transformers():
+        model.save_pretrained(str(folder))
+        transformer.tokenizer.save_pretrained(str(folder))
     sbert_config = _SEQUENCE_CLASSIFICATION | ({"do_lower_case": True} if transformer.do_lower_case else {})
     (folder / SBERT_CONFIG_FILE).write_text(json.dumps(sbert_config, indent=2) + "\n", encoding="utf-8")
     modules = [{"idx": 0, "name": "0", "path": "", "type": _ST_TRANSFORMER}]

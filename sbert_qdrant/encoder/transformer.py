@@ -3,19 +3,71 @@
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as transformers_logging
 
 from ..errors import InvalidArgumentError, ModelLoadError
 from .base import EncoderModule, Features, read_json
 
+logger = logging.getLogger(__name__)
+
 SBERT_CONFIG_FILE = "sentence_bert_config.json"
 #: Tokenizers without a length limit report a huge ``model_max_length`` (transformers uses 1e30).
 _NO_TOKENIZER_LIMIT = 10**9
+
+TqdmHook = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+
+
+class _QuietBars:
+    """Holds transformers' tqdm hook while any load or save runs, and gives the one it found back after the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._previous: TqdmHook | None = None
+
+    def _silent(self, factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        kwargs = {**kwargs, "disable": True}
+        return self._previous(factory, args, kwargs) if self._previous is not None else factory(*args, **kwargs)
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                self._previous = transformers_logging.set_tqdm_hook(self._silent)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    transformers_logging.set_tqdm_hook(self._previous)
+                    self._previous = None
+
+
+_quiet_bars = _QuietBars()
+
+
+@contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' own progress bars ("Loading weights", "Writing model shards") off inside, unless this package's
+    logger is at INFO (as ``show_progress_bar=None`` reads it): a load takes moments, and its bar would land between a
+    command's own lines. Downloads from the hub keep their bars."""
+    if logger.isEnabledFor(logging.INFO):
+        yield
+        return
+    with _quiet_bars():
+        yield
 
 
 class Transformer(EncoderModule):
@@ -116,8 +168,9 @@ class Transformer(EncoderModule):
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(str(folder), safe_serialization=True)
-        self.tokenizer.save_pretrained(str(folder))
+        with quiet_transformers():
+            self.model.save_pretrained(str(folder), safe_serialization=True)
+            self.tokenizer.save_pretrained(str(folder))
         (folder / SBERT_CONFIG_FILE).write_text(json.dumps(self.config(), indent=2) + "\n")
 
     @classmethod
@@ -131,8 +184,11 @@ class Transformer(EncoderModule):
             )
         sbert_config = read_json(folder / SBERT_CONFIG_FILE) if (folder / SBERT_CONFIG_FILE).is_file() else {}
         try:
-            tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
-            model = AutoModel.from_pretrained(str(folder), trust_remote_code=trust_remote_code, use_safetensors=True)
+            with quiet_transformers():
+                tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
+                model = AutoModel.from_pretrained(
+                    str(folder), trust_remote_code=trust_remote_code, use_safetensors=True
+                )
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot load the transformer in {folder}: {exc}") from exc
         max_seq_length = sbert_config.get("max_seq_length")
