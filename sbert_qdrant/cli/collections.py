@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from qdrant_client import models
 
@@ -108,7 +108,7 @@ def _index(args: argparse.Namespace) -> int:
             raise
         if args.optimize:
             coll.optimize()
-        kind = "documents" if args.documents else "texts"
+        kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
         total = coll.count(kind=kind)
     print(
         f"{path}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
