@@ -209,9 +209,13 @@ def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
 
 
 def _cross_scores(settings: CollectionSettings, cross: CrossEncoder, pairs: list[tuple[str, str]]) -> list[float]:
-    if not pairs:
+    """One score per pair; equal pairs are scored once, so they tie exactly on every CPU (and cost one pass)."""
+    distinct = list(dict.fromkeys(pairs))
+    if not distinct:
         return []
-    return [float(s) for s in np.asarray(cross.predict(pairs, batch_size=settings.encode_batch_size)).ravel()]
+    scores = np.asarray(cross.predict(distinct, batch_size=settings.encode_batch_size)).ravel()
+    by_pair = {pair: float(score) for pair, score in zip(distinct, scores, strict=True)}
+    return [by_pair[pair] for pair in pairs]
 
 
 def reranked(
