@@ -35,6 +35,7 @@ from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.records import text_id
 from sbert_qdrant.store import ClientStore, CollectionSpec, EdgeStore, VectorSpec
+from sbert_qdrant.store.base import PointVectors
 
 
 def _rate(count: int, seconds: float) -> str:
@@ -159,7 +160,8 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
             start = time.perf_counter()
             store.create(CollectionSpec("bench", "text", VectorSpec(matrix.shape[1], "cosine")))
             for i in range(0, len(stored), 1000):
-                store.upsert("bench", "text", id_list[i : i + 1000], matrix[i : i + 1000], payloads[i : i + 1000], True)
+                vectors = PointVectors("text", matrix[i : i + 1000])
+                store.upsert("bench", id_list[i : i + 1000], vectors, payloads[i : i + 1000], True)
             coll.optimize()
             load = time.perf_counter() - start
             found, latency = _timed_search(coll, asked, ids, 10)

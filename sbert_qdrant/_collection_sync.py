@@ -19,7 +19,16 @@ from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_p
 from ._filters import engine_filter
 from ._pipeline_sync import Pipeline, Step
 from ._runtime_sync import Lock, run_blocking
-from ._schema import KINDS, CollectionSettings, Kind, OnConflict, stored_threshold, with_calibration
+from ._schema import (
+    KINDS,
+    CollectionSettings,
+    Kind,
+    OnConflict,
+    holds_documents,
+    stored_threshold,
+    with_calibration,
+    with_documents,
+)
 from ._search import (
     SearchMode,
     SearchPlan,
@@ -126,6 +135,9 @@ class TextCollection(Documents):
         self._ready_lock = Lock()
         #: BM25 of the collection as it is (None until checked or created, and for a dense-only collection).
         self._bm25: Bm25 | None = None
+        #: Whether the collection holds documents (as it was opened, or written by this instance): only then do
+        #: text reads pay for the filter that leaves chunks out (local mode evaluates it point by point).
+        self._documents = False
 
     @property
     def collection_name(self) -> str:
@@ -157,6 +169,7 @@ class TextCollection(Documents):
             existing = self._store.describe(name)
             if existing is not None:
                 self._bm25 = config.existing_bm25(existing)
+                self._documents = holds_documents(existing.metadata)
             elif not create:
                 raise config.missing()
             else:
@@ -164,7 +177,20 @@ class TextCollection(Documents):
                 for field_name, schema in config.payload_indexes_to_create().items():
                     self._store.create_payload_index(name, field_name, schema)
                 self._bm25 = config.bm25
+                self._documents = False
             self._ready = True
+
+    def _ensure_documents(self) -> None:
+        """Create the collection if needed and record, before the first chunk is written, that it holds documents."""
+        self._ensure(create=True)
+        if not self._documents:
+            current = self._store.metadata(self.collection_name)
+            self._store.update_metadata(self.collection_name, with_documents(current))
+            self._documents = True
+
+    def _texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
+        """The filter of a text read: chunks left out when the collection holds documents."""
+        return texts_only(query_filter) if self._documents else query_filter
 
     def exists(self) -> bool:
         """Whether the collection exists in the engine."""
@@ -184,6 +210,7 @@ class TextCollection(Documents):
         """Drop the collection and everything in it."""
         self._store.drop(self.collection_name)
         self._ready = False
+        self._documents = False
 
     def close(self) -> None:
         """Release the engine (an Edge folder's lock, a client this collection opened)."""
@@ -254,14 +281,17 @@ class TextCollection(Documents):
         document's chunks are never touched (``delete_documents`` deletes documents)."""
         if (ids is None) == (query_filter is None):
             raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
-        if ids is not None:
-            points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)]
-            selected = models.Filter(must=[models.HasIdCondition(has_id=points)]) if points else None
-        else:
-            selected = engine_filter(query_filter)
+        points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)] if ids is not None else []
+        selected = engine_filter(query_filter) if ids is None else None
         self._ensure(create=False)
-        if selected is not None:
-            self._store.delete(self.collection_name, None, texts_only(selected), wait)
+        if ids is not None and not points:
+            return
+        if ids is not None and not self._documents:
+            self._store.delete(self.collection_name, [str(p) for p in points], None, wait)
+            return
+        if ids is not None:
+            selected = models.Filter(must=[models.HasIdCondition(has_id=points)])
+        self._store.delete(self.collection_name, None, texts_only(selected), wait)
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
@@ -272,7 +302,7 @@ class TextCollection(Documents):
             raise InvalidArgumentError(f"kind={kind!r} must be one of {KINDS}.")
         selected = engine_filter(query_filter)
         self._ensure(create=False)
-        only = {"texts": texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)
+        only = {"texts": self._texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)
         return self._store.count(self.collection_name, only)
 
     def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
@@ -367,7 +397,7 @@ class TextCollection(Documents):
             self.collection_name,
             searches,
             limit,
-            texts_only(selected),
+            self._texts_only(selected),
             score_threshold,
             payload_selector(config, with_payload, rerank),
         )
@@ -411,7 +441,7 @@ class TextCollection(Documents):
         ``block_size`` texts are compared with all at a time (memory: ``block_size`` x texts scores)."""
         cut = self._threshold(threshold)
         records: list[StoredRecord] = []
-        pages = self._store.scroll(self.collection_name, self._config.vector_name, True, 1024, texts_only(None))
+        pages = self._store.scroll(self.collection_name, self._config.vector_name, True, 1024, self._texts_only(None))
         for page in pages:
             records.extend(page)
         return run_blocking(most_similar_pairs, self._config, records, cut, top_k, limit, block_size)

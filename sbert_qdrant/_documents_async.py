@@ -60,6 +60,8 @@ class _AsyncHost(Protocol):
 
     async def _ensure(self, create: bool) -> None: ...
 
+    async def _ensure_documents(self) -> None: ...
+
 
 class AsyncDocuments:
     """Documents in a text collection: each one split into chunks that fit the encoder, stored as points that carry
@@ -96,7 +98,7 @@ class AsyncDocuments:
         pipeline = Pipeline(
             config.collection_name,
             partial(_plan, self, on_conflict=on_conflict, wait=wait),
-            partial(self._ensure, True),
+            self._ensure_documents,
             show_progress(config, show_progress_bar),
             unit="document",
         )

@@ -62,6 +62,8 @@ class _Host(Protocol):
 
     def _ensure(self, create: bool) -> None: ...
 
+    def _ensure_documents(self) -> None: ...
+
 
 class Documents:
     """Documents in a text collection: each one split into chunks that fit the encoder, stored as points that carry
@@ -98,7 +100,7 @@ class Documents:
         pipeline = Pipeline(
             config.collection_name,
             partial(_plan, self, on_conflict=on_conflict, wait=wait),
-            partial(self._ensure, True),
+            self._ensure_documents,
             show_progress(config, show_progress_bar),
             unit="document",
         )

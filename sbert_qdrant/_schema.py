@@ -189,6 +189,16 @@ def stored_threshold(metadata: Mapping[str, Any]) -> float:
     return DEFAULT_DUPLICATE_THRESHOLD if value is None else float(value)
 
 
+def holds_documents(metadata: Mapping[str, Any]) -> bool:
+    """Whether documents were ever written into the collection (then text reads must leave their chunks out)."""
+    return bool(ours(metadata).get("documents"))
+
+
+def with_documents(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The collection's metadata update that records that it holds documents."""
+    return {_METADATA_KEY: ours(metadata) | {"documents": True}}
+
+
 def with_calibration(metadata: Mapping[str, Any], calibration: Calibration) -> dict[str, Any]:
     """The collection's metadata update that stores a calibration."""
     updated = ours(metadata) | {"duplicate_threshold": calibration.threshold, "calibration": vars(calibration)}

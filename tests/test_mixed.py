@@ -137,3 +137,11 @@ def test_a_store_is_passed_alone(make: Engines, tiny_encoder: SentenceEncoder, t
     assert coll.count() == 2
     with pytest.raises(InvalidArgumentError, match="not location and store"):
         TextCollection("faq", tiny_encoder, location=tmp_path / "x", store=store)
+
+
+def test_an_instance_opened_later_knows_the_collection_holds_documents(
+    make: Engines, tiny_encoder: SentenceEncoder, mixed: Any
+) -> None:
+    later = make.open(tiny_encoder)  # the same collection, opened after documents were written
+    assert sorted(h.id for h in later.search_text("why is the sky blue", limit=50)) == ["q1", "q2"]
+    assert later.count() == 2 and [{p.id_a, p.id_b} for p in later.mine_duplicates(threshold=-1.0)] == [{"q1", "q2"}]
