@@ -39,9 +39,10 @@ from typing import Literal
 import numpy as np
 from _data import cpu_summary, exact_duplicate_rankings, mrr_at_10, read_quora_duplicate_probes, read_scifact
 
-from sbert_qdrant import SentenceEncoder, StoredText, TextCollection
+from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.documents import DOCUMENT_KEY, chunk_point_id  # to read chunk vectors back for the exact anchor
 from sbert_qdrant.encoder.runtime import PRECISIONS
+from sbert_qdrant.store import EdgeStore, StoredRecord
 
 #: label -> (mode, fusion) of ``search_text``.
 MODES: dict[str, tuple[Literal["dense", "sparse", "hybrid"], Literal["rrf", "dbsf"]]] = {
@@ -345,18 +346,23 @@ def _search_all(
     return scores, optimized
 
 
-def _stored_chunks(coll: TextCollection, doc_ids: list[str], with_vectors: bool) -> tuple[list[int], list[StoredText]]:
-    """Each document's chunk count and all its chunks, in document and chunk order."""
-    firsts = coll.get([chunk_point_id(d, 0) for d in doc_ids])
-    if len(firsts) != len(doc_ids) or [s.payload[DOCUMENT_KEY]["id"] for s in firsts] != doc_ids:
-        raise RuntimeError(f"get() found {len(firsts)} first chunks of {len(doc_ids)} documents, or out of order")
-    counts = [int(s.payload[DOCUMENT_KEY]["chunks"]) for s in firsts]
-    chunks = coll.get(
-        [chunk_point_id(d, i) for d, c in zip(doc_ids, counts, strict=True) for i in range(c)], with_vectors
-    )
-    if len(chunks) != sum(counts):
-        raise RuntimeError(f"get() found {len(chunks)} of the {sum(counts)} chunks the documents list")
-    return counts, chunks
+def _stored_chunks(folder: Path, doc_ids: list[str], with_vectors: bool) -> tuple[list[int], list[StoredRecord]]:
+    """Each document's chunk count and all its chunk points, in document and chunk order, read from the Edge store
+    itself (a collection's text reads never return chunks)."""
+    store = EdgeStore(folder)
+    try:
+        by_id = {r.id: r for r in store.retrieve("scifact", "text", [chunk_point_id(d, 0) for d in doc_ids], False)}
+        firsts = [by_id[chunk_point_id(d, 0)] for d in doc_ids if chunk_point_id(d, 0) in by_id]
+        if len(firsts) != len(doc_ids):
+            raise RuntimeError(f"found {len(firsts)} first chunks of {len(doc_ids)} documents")
+        counts = [int((s.payload or {})[DOCUMENT_KEY]["chunks"]) for s in firsts]
+        wanted = [chunk_point_id(d, i) for d, c in zip(doc_ids, counts, strict=True) for i in range(c)]
+        found = {r.id: r for r in store.retrieve("scifact", "text", wanted, with_vectors)}
+    finally:
+        store.close()
+    if len(found) != sum(counts):
+        raise RuntimeError(f"found {len(found)} of the {sum(counts)} chunks the documents list")
+    return counts, [found[point] for point in wanted]
 
 
 def _exact_documents(
@@ -364,8 +370,7 @@ def _exact_documents(
 ) -> tuple[list[list[str]], list[list[str]]]:
     """Exact numpy cosine over the stored chunk vectors: the top 100 documents by their best chunk ("max"), and those
     re-ranked by the sum of their best ``HIT_CHUNKS`` chunks ("sum"), as search_documents defines them."""
-    with TextCollection("scifact", encoder, location=folder) as coll:
-        counts, chunks = _stored_chunks(coll, doc_ids, with_vectors=True)
+    counts, chunks = _stored_chunks(folder, doc_ids, with_vectors=True)
     matrix = np.stack([np.asarray(c.vector, dtype=np.float32) for c in chunks])
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     owner = np.repeat(np.arange(len(doc_ids)), counts)
@@ -445,10 +450,10 @@ def documents(
     for label, folder in folders.items():
         if label == "truncated texts":
             continue
-        with TextCollection("scifact", encoder, location=folder) as coll:
-            _, chunks = _stored_chunks(coll, doc_ids, with_vectors=False)
+        _, chunks = _stored_chunks(folder, doc_ids, with_vectors=False)
         points[label] = len(chunks)
-        encoded[label] = sum(len(t) for t in tokenizer([c.text for c in chunks], add_special_tokens=False)["input_ids"])
+        texts_of = [(c.payload or {}).get("text") or "" for c in chunks]
+        encoded[label] = sum(len(t) for t in tokenizer(texts_of, add_special_tokens=False)["input_ids"])
     kept = int(np.minimum(lengths, room).sum())
     texts_rate = len(texts) / built.seconds
     print(f"{'ingestion (dense + BM25)':40}{'docs/s':>8}{'tokens/s':>10}{'tokens':>11}{'points':>8}")
