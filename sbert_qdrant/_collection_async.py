@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, Literal
 
+import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 
 from ._documents_async import AsyncDocuments
@@ -231,6 +232,9 @@ class AsyncTextCollection(AsyncDocuments):
         wait: bool = True,
         on_conflict: OnConflict = "overwrite",
         show_progress_bar: bool | None = None,
+        *,
+        vectors: Sequence[Any] | None = None,
+        vectors_from: str | None = None,
     ) -> UpsertResult:
         """Embed and store texts; returns one id per record: yours, else the one derived from its text.
 
@@ -238,15 +242,22 @@ class AsyncTextCollection(AsyncDocuments):
         (``TextRecord``, ``{"text", "payload", "id"}`` dicts, or str), streamed in batches. Re-running writes the
         same points again (``on_conflict="overwrite"``) or leaves stored ids alone without encoding them
         (``"skip"``). Batch k+1 is encoded while batch k is written; at most two batches of vectors are held.
+
+        Vectors encoded elsewhere (another process, a Ray worker, a GPU box) are written as given with
+        ``vectors_from=`` the identity of the encoder that made them (``encoder.identity``; another model's is
+        refused): ``vectors`` holds one per text of a list, or each record carries its ``vector``. They are checked
+        (size, finite, unit length when the encoder normalizes); BM25 is computed here from the text.
         """
-        batch = self._config.check_write(batch_size, on_conflict, self._store.upsert_batch)
+        config = self._config
+        batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
+        shape = config.given_vectors(vectors_from, vectors)
         pipeline = Pipeline(
             self.collection_name,
             partial(self._plan_texts, on_conflict=on_conflict, wait=wait),
             partial(self._ensure, True),
-            show_progress(self._config, show_progress_bar),
+            show_progress(config, show_progress_bar),
         )
-        return await pipeline.run(checked_batches(texts, ids, payloads, batch))
+        return await pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
 
     async def _plan_texts(
         self, batch: tuple[list[CheckedRecord], list[CheckedRecord]], on_conflict: OnConflict, wait: bool
@@ -263,7 +274,7 @@ class AsyncTextCollection(AsyncDocuments):
             ids=[record.id for record in every],
             writes=[p.id for p in todo],
             stored=[p.id for p in points if p.point_id not in writing],
-            encode=partial(point_vectors, self._config, self._bm25, [p.text for p in todo]),
+            encode=partial(point_vectors, self._config, self._bm25, [p.text for p in todo], _given(todo)),
             write=partial(self._write_points, todo, wait) if todo else None,
         )
 
@@ -443,6 +454,12 @@ class AsyncTextCollection(AsyncDocuments):
         async for page in pages:
             records.extend(page)
         return await run_blocking(most_similar_pairs, self._config, records, cut, top_k, limit, block_size)
+
+
+def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
+    """The points' vectors when they were encoded elsewhere (all or none were: ``records.checked_batches``)."""
+    given = [p.vector for p in points if p.vector is not None]
+    return given if given else None
 
 
 def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:

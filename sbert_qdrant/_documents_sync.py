@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Protocol
 
+import numpy as np
 from qdrant_client import models
 
 from ._pipeline_sync import Pipeline, Step
@@ -28,18 +29,17 @@ from ._search import (
 from ._vectors import point_vectors, show_progress
 from .documents import (
     GROUP_BY,
+    Chunking,
     DocumentHit,
     PreparedDocument,
     Scoring,
     StoredDocument,
     chunk_index,
     chunk_point_id,
-    chunk_tokens_within,
     chunks_only,
     document_hit,
     documents_filter,
     is_stored,
-    prepare_document,
     stale_filter,
     stored_document,
 )
@@ -80,23 +80,29 @@ class Documents:
         wait: bool = True,
         on_conflict: OnConflict = "overwrite",
         show_progress_bar: bool | None = None,
+        *,
+        context_field: str | None = None,
+        vectors: Sequence[Any] | None = None,
+        vectors_from: str | None = None,
     ) -> UpsertResult:
         """Chunk, embed and store documents; returns one id per document (yours, else derived from its text).
 
         Each document is split with the encoder's tokenizer into chunks of at most ``chunk_tokens`` (default: all
         the encoder reads), at sentence or word boundaries, neighbours sharing ``overlap_tokens`` (default: an
-        eighth of a chunk). A changed document replaces all its chunks (its new chunks are written first, then the
-        old version's removed; re-running after a crash in between removes them); an unchanged one is not
-        re-encoded. ``on_conflict="skip"`` leaves any stored version alone. ``documents`` takes the same shapes as
-        ``upsert_texts``' texts; ``batch_size`` counts chunks.
+        eighth of a chunk). ``context_field`` names a payload field (a title, a heading) put before every chunk of
+        its document when the chunk is encoded (dense and BM25), so that a chunk from the middle keeps its topic;
+        the stored chunk text and offsets are the document's own. A changed document replaces all its chunks (its
+        new chunks are written first, then the old version's removed; re-running after a crash in between removes
+        them); an unchanged one is not re-encoded. ``on_conflict="skip"`` leaves any stored version alone.
+        ``documents`` takes the same shapes as ``upsert_texts``' texts; ``batch_size`` counts chunks. Chunk vectors
+        encoded elsewhere come as in ``upsert_texts``, one array per document with a row per input of
+        ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``.
         """
         config = self._config
         batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
-        encoder = config.document_encoder()
-        budget = chunk_tokens_within(encoder.document_token_limit, chunk_tokens)
-        overlap = budget // 8 if overlap_tokens is None else overlap_tokens
-        records = checked_batches(documents, ids, payloads, max(1, batch // 8))
-        prepare = partial(prepare_document, offsets=encoder.token_spans, max_tokens=budget, overlap_tokens=overlap)
+        chunking = Chunking.of(config.document_encoder(), chunk_tokens, overlap_tokens, context_field)
+        shape = config.given_vectors(vectors_from, vectors, rows=True)
+        records = checked_batches(documents, ids, payloads, max(1, batch // 8), vectors, shape)
         pipeline = Pipeline(
             config.collection_name,
             partial(_plan, self, on_conflict=on_conflict, wait=wait),
@@ -104,7 +110,7 @@ class Documents:
             show_progress(config, show_progress_bar),
             unit="document",
         )
-        return pipeline.run(_groups(records, prepare, batch))
+        return pipeline.run(_groups(records, chunking.prepare, batch))
 
     def delete_documents(self: _Host, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""
@@ -215,9 +221,15 @@ def _plan(host: _Host, group: _Group, on_conflict: OnConflict, wait: bool) -> St
         ids=ids,
         writes=[d.id for d in todo],
         stored=[d.id for d in documents if id(d) not in writing],
-        encode=partial(point_vectors, config, host._bm25, [p.text for p in points]),
+        encode=partial(point_vectors, config, host._bm25, [p.text for p in points], _given(todo)),
         write=partial(_replace, host, points, settled, wait) if settled else None,
     )
+
+
+def _given(documents: list[PreparedDocument]) -> list[np.ndarray] | None:
+    """The chunks' vectors when they were encoded elsewhere (all or none were: ``records.checked_batches``)."""
+    given = [row for d in documents if d.vectors is not None for row in d.vectors]
+    return given if given else None
 
 
 def _replace(

@@ -13,14 +13,14 @@ from qdrant_client import models
 from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration
 from .documents import CHUNK_FIELD
 from .encoder import Bm25
-from .encoder.protocol import DocumentEncoder, TextEncoder
+from .encoder.protocol import DocumentEncoder, TextEncoder, identity_of, same_encoder
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     InvalidArgumentError,
     UnsupportedError,
 )
-from .records import KEY_KEY, TEXT_KEY
+from .records import KEY_KEY, TEXT_KEY, VectorShape
 from .store.base import DISTANCES, CollectionSpec, ExistingCollection, Quantization, VectorSpec
 
 SPARSE_NAME = "bm25"
@@ -96,6 +96,8 @@ class CollectionSettings:
     def spec(self) -> CollectionSpec:
         """The collection to create."""
         ours: dict[str, Any] = {"dimension": self.encoder.dimension, "normalized": self.encoder.normalizes}
+        if identity_of(self.encoder) is not None:
+            ours["encoder"] = identity_of(self.encoder)
         if self.bm25 is not None:
             ours["bm25"] = self.bm25.to_dict()
         return CollectionSpec(
@@ -165,6 +167,7 @@ class CollectionSettings:
                 f"but this encoder makes {wanted.size}-dim {wanted.distance} ones; use the model the collection "
                 "was built with, another collection_name, or recreate=True to replace it (deletes its points)."
             )
+        self.check_encoder(ours(existing.metadata).get("encoder"))
         stored = ours(existing.metadata).get("bm25")
         if SPARSE_NAME not in existing.sparse_vectors or stored is None:
             return None  # dense only: searches in sparse or hybrid mode say how to add BM25
@@ -176,6 +179,37 @@ class CollectionSettings:
                 "into another collection_name."
             )
         return active
+
+    def given_vectors(self, vectors_from: str | None, vectors: object, rows: bool = False) -> VectorShape | None:
+        """The shape vectors encoded elsewhere must have (None: the collection encodes), once their encoder is
+        checked to be the collection's."""
+        if vectors_from is None:
+            if vectors is not None:
+                raise InvalidArgumentError(
+                    "vectors= needs vectors_from=, the identity of the encoder that made them (encoder.identity)."
+                )
+            return None
+        if not isinstance(vectors_from, str) or not vectors_from:
+            raise InvalidArgumentError(f"vectors_from={vectors_from!r} must be an encoder identity (encoder.identity).")
+        identity = identity_of(self.encoder)
+        if identity is not None and not same_encoder(vectors_from, identity):
+            raise CollectionMismatchError(
+                f"the vectors come from encoder {vectors_from}, but collection {self.collection_name!r} is written "
+                f"with {identity}: vectors of another model are not comparable; encode with the collection's "
+                "encoder, or write them into a collection opened with their own model."
+            )
+        return VectorShape(self.encoder.dimension, self.encoder.normalizes, rows)
+
+    def check_encoder(self, written_by: str | None) -> None:
+        """Refuse an encoder other than the one that wrote the collection (when both identities are known)."""
+        identity = identity_of(self.encoder)
+        if written_by is None or identity is None or same_encoder(written_by, identity):
+            return
+        raise CollectionMismatchError(
+            f"collection {self.collection_name!r} was written by encoder {written_by}, not {identity} (another model "
+            "or other weights): its vectors and this encoder's are not comparable. Open it with the model that wrote "
+            "it, or re-embed it into a new collection with this encoder (reembed)."
+        )
 
 
 def ours(metadata: Mapping[str, Any]) -> dict[str, Any]:

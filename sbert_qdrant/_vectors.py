@@ -33,9 +33,12 @@ def encode_queries(settings: CollectionSettings, texts: list[str]) -> np.ndarray
     return np.asarray(vectors, dtype=np.float32)
 
 
-def point_vectors(settings: CollectionSettings, bm25: Bm25 | None, texts: list[str]) -> PointVectors:
-    """Everything stored for texts: the dense vectors and, with BM25, the term weights."""
-    dense = encode_documents(settings, texts)
+def point_vectors(
+    settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
+) -> PointVectors:
+    """Everything stored for texts: the dense vectors (encoded here unless ``given``, checked, from elsewhere) and,
+    with BM25, the term weights."""
+    dense = encode_documents(settings, texts) if given is None else np.stack(given)
     if bm25 is None:
         return PointVectors(settings.vector_name, dense)
     return PointVectors(settings.vector_name, dense, SPARSE_NAME, bm25.embed_documents(texts))

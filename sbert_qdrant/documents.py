@@ -16,10 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 from qdrant_client import models
 
-from .errors import InvalidArgumentError
-from .records import DOCUMENT_KEY, ID_NAMESPACE, KEY_KEY, TEXT_KEY, CheckedRecord, Key, PreparedPoint
+from .encoder.protocol import DocumentEncoder
+from .errors import InvalidArgumentError, InvalidInputError
+from .records import (
+    DOCUMENT_KEY,
+    ID_NAMESPACE,
+    KEY_KEY,
+    TEXT_KEY,
+    CheckedRecord,
+    Key,
+    PreparedPoint,
+    check_payload,
+    check_text,
+)
 
 #: Token spans (start, end) of a text's tokens, in characters, without special tokens.
 Offsets = Callable[[str], list[tuple[int, int]]]
@@ -144,6 +156,10 @@ class PreparedDocument:
     payload: dict[str, Any]
     version: str
     chunks: list[Chunk]
+    #: Put before every chunk when it is encoded (dense and BM25), never stored in the chunk's text.
+    context: str = ""
+    #: One dense vector per chunk when they were encoded elsewhere (``upsert_documents(..., vectors_from=)``).
+    vectors: np.ndarray | None = None
 
     @property
     def point_ids(self) -> list[str]:
@@ -156,7 +172,7 @@ class PreparedDocument:
             PreparedPoint(
                 point,
                 point,
-                chunk.text,
+                f"{self.context}\n{chunk.text}" if self.context else chunk.text,
                 {
                     TEXT_KEY: chunk.text,
                     DOCUMENT_KEY: chunk_payload(self.id, chunk, count, self.version),
@@ -167,12 +183,78 @@ class PreparedDocument:
         ]
 
 
-def prepare_document(record: CheckedRecord, offsets: Offsets, max_tokens: int, overlap_tokens: int) -> PreparedDocument:
-    """A document from a checked record (``records.checked_batches``): its fields, chunks and version."""
-    chunks = split_document(record.text, offsets, max_tokens, overlap_tokens)
-    fields = record.fields
-    settings = {"max_tokens": max_tokens, "overlap_tokens": overlap_tokens, "payload": repr(sorted(fields.items()))}
-    return PreparedDocument(record.id, fields, document_version(record.id, record.text, settings), chunks)
+@dataclass(frozen=True)
+class Chunking:
+    """How documents are cut: chunks of ``max_tokens`` sharing ``overlap_tokens``, within the ``limit`` the encoder
+    reads whole; ``context_field`` names a payload field (e.g. a title) put before every chunk when it is encoded,
+    its tokens taken from the chunk's budget where chunk and context would pass ``limit``."""
+
+    offsets: Offsets
+    max_tokens: int
+    overlap_tokens: int
+    limit: int
+    context_field: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        encoder: DocumentEncoder,
+        chunk_tokens: int | None = None,
+        overlap_tokens: int | None = None,
+        context_field: str | None = None,
+    ) -> Chunking:
+        """The chunking ``upsert_documents`` applies with these arguments (each checked)."""
+        budget = chunk_tokens_within(encoder.document_token_limit, chunk_tokens)
+        if context_field is not None and (not isinstance(context_field, str) or not context_field):
+            raise InvalidArgumentError(f"context_field={context_field!r} must name a payload field, e.g. 'title'.")
+        overlap = budget // 8 if overlap_tokens is None else overlap_tokens
+        return cls(encoder.token_spans, budget, overlap, encoder.document_token_limit, context_field)
+
+    def inputs(self, text: str, payload: Mapping[str, Any] | None = None) -> list[str]:
+        """What is encoded for a document: one input per chunk, with its context. Encode these elsewhere (e.g. on
+        GPU workers) to pass the vectors to ``upsert_documents(..., vectors_from=)``."""
+        record = CheckedRecord(0, "", check_text(text, "text"), check_payload(payload, "payload"), explicit_id=True)
+        return [point.text for point in self.prepare(record).points()]
+
+    def prepare(self, record: CheckedRecord) -> PreparedDocument:
+        """A document from a checked record (``records.checked_batches``): its fields, context, chunks, version,
+        and the vectors it was given (one per chunk)."""
+        fields = record.fields
+        context = self._context(record)
+        budget = min(self.max_tokens, self.limit - len(self.offsets(context))) if context else self.max_tokens
+        chunks = split_document(record.text, self.offsets, budget, min(self.overlap_tokens, budget // 2 - 1))
+        settings = {
+            "max_tokens": self.max_tokens,
+            "overlap_tokens": self.overlap_tokens,
+            "context": context,
+            "payload": repr(sorted(fields.items())),
+        }
+        version = document_version(record.id, record.text, settings)
+        if record.vector is not None and len(record.vector) != len(chunks):
+            raise InvalidInputError(
+                f"vectors[{record.index}] has {len(record.vector)} rows, but document {record.id!r} has {len(chunks)} "
+                "chunks: encode Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, "
+                "payload), with the arguments of this call."
+            )
+        return PreparedDocument(record.id, fields, version, chunks, context, record.vector)
+
+    def _context(self, record: CheckedRecord) -> str:
+        """The record's context, checked: a str short enough to leave most of a chunk's budget to the chunk."""
+        if self.context_field is None:
+            return ""
+        value = record.fields.get(self.context_field)
+        if value is None:
+            return ""
+        where = f"payloads[{record.index}][{self.context_field!r}]"
+        if not isinstance(value, str):
+            raise InvalidInputError(f"{where} is {type(value).__name__}, not str: context_field names a text field.")
+        tokens = len(self.offsets(value))
+        if tokens > self.limit // 2:
+            raise InvalidInputError(
+                f"{where} has {tokens} tokens: a chunk's context may take at most half of the {self.limit} tokens the "
+                "encoder reads; shorten it (a title or a heading, not a text)."
+            )
+        return value.strip()
 
 
 def is_stored(document: PreparedDocument, stored: Mapping[str, Mapping[str, Any] | None], any_version: bool) -> bool:

@@ -70,11 +70,13 @@ def check_ids(ids: object, where: str = "ids") -> list[Key]:
 
 @dataclass(frozen=True)
 class TextRecord:
-    """One text to store, with its optional key (any str/int) and payload."""
+    """One text to store, with its optional key (any str/int) and payload, and its dense vector when it was
+    encoded elsewhere (``upsert_texts(..., vectors_from=)``)."""
 
     text: str
     payload: Mapping[str, Any] | None = None
     id: Key | None = None
+    vector: Any = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class CheckedRecord:
     fields: dict[str, Any]
     #: Whether the caller gave the id (else it was derived from the text and is its own point id).
     explicit_id: bool
+    #: The dense vector the caller gave (checked), None when the collection encodes the text.
+    vector: np.ndarray | None = None
 
     @property
     def point_id(self) -> str:
@@ -127,6 +131,7 @@ class PreparedPoint:
     point_id: str
     text: str
     payload: dict[str, Any]
+    vector: np.ndarray | None = None
 
 
 def text_point(record: CheckedRecord) -> PreparedPoint:
@@ -134,7 +139,7 @@ def text_point(record: CheckedRecord) -> PreparedPoint:
     head: dict[str, Any] = {TEXT_KEY: record.text}
     if record.explicit_id:
         head[KEY_KEY] = record.id
-    return PreparedPoint(record.id, record.point_id, record.text, {**head, **record.fields})
+    return PreparedPoint(record.id, record.point_id, record.text, {**head, **record.fields}, record.vector)
 
 
 class UpsertResult(list[Key]):
@@ -220,12 +225,66 @@ def _check_integers(value: object, where: str) -> None:
             _check_integers(item, where)
 
 
-def _check(record: TextRecord, index: int) -> CheckedRecord:
+@dataclass(frozen=True)
+class VectorShape:
+    """What a given dense vector must be: ``dimension`` finite values, of unit length when ``unit``; a document's
+    (``rows``) is one such vector per chunk."""
+
+    dimension: int
+    unit: bool
+    rows: bool = False
+
+    #: How far from 1 a unit vector's length may be (fp16 vectors from a GPU are within 1e-3).
+    TOLERANCE = 1e-2
+
+    def check(self, value: object, where: str) -> np.ndarray:
+        """The vector as float32, or an error naming it and what is wrong."""
+        try:
+            vector = np.asarray(value, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise InvalidInputError(f"{where} is not a vector of numbers ({exc}).") from exc
+        wanted = "(chunks, {0})" if self.rows else "({0},)"
+        if vector.shape[-1:] != (self.dimension,) or vector.ndim != 1 + self.rows or not vector.size:
+            raise InvalidInputError(
+                f"{where} has shape {vector.shape}, not {wanted.format(self.dimension)}: the collection's encoder "
+                f"makes {self.dimension}-dim vectors."
+            )
+        if not np.isfinite(vector).all():
+            raise InvalidInputError(f"{where} holds NaN or infinite values; re-encode that text.")
+        lengths = np.linalg.norm(vector, axis=-1).reshape(-1)
+        worst = float(lengths[np.argmax(np.abs(lengths - 1.0))])
+        if self.unit and abs(worst - 1.0) > self.TOLERANCE:
+            raise InvalidInputError(
+                f"{where} has length {worst:.4f}, but the collection's encoder makes unit vectors: pass the "
+                "encoder's own (normalized) output."
+            )
+        return vector
+
+
+def _check(record: TextRecord, index: int, shape: VectorShape | None) -> CheckedRecord:
     text = check_text(record.text, f"texts[{index}]")
     fields = check_payload(record.payload, f"payloads[{index}]")
+    vector = _checked_vector(record.vector, index, shape)
     if record.id is None:
-        return CheckedRecord(index, text_id(text), text, fields, explicit_id=False)
-    return CheckedRecord(index, check_id(record.id, f"ids[{index}]"), text, fields, explicit_id=True)
+        return CheckedRecord(index, text_id(text), text, fields, explicit_id=False, vector=vector)
+    return CheckedRecord(index, check_id(record.id, f"ids[{index}]"), text, fields, explicit_id=True, vector=vector)
+
+
+def _checked_vector(value: object, index: int, shape: VectorShape | None) -> np.ndarray | None:
+    """The record's vector, checked: every record has one when ``shape`` is given (vectors from elsewhere), none
+    otherwise (the collection encodes)."""
+    if shape is None:
+        if value is not None:
+            raise InvalidInputError(
+                f"texts[{index}] has a vector, but the call has no vectors_from=: pass vectors_from=encoder.identity "
+                "to write vectors encoded elsewhere, or drop the vectors and let the collection encode."
+            )
+        return None
+    if value is None:
+        raise InvalidInputError(
+            f"texts[{index}] has no vector; with vectors_from= every record carries its vector (vectors= for a list)."
+        )
+    return shape.check(value, f"vectors[{index}]")
 
 
 def _as_record(item: object, index: int) -> TextRecord:
@@ -234,12 +293,13 @@ def _as_record(item: object, index: int) -> TextRecord:
     if isinstance(item, str):
         return TextRecord(item)
     if isinstance(item, Mapping):
-        unknown = set(item) - {"text", "payload", "id"}
+        unknown = set(item) - {"text", "payload", "id", "vector"}
         if "text" not in item or unknown:
             raise InvalidInputError(
-                f"texts[{index}] must have 'text' and may have 'payload' and 'id'; got keys {sorted(map(str, item))}."
+                f"texts[{index}] must have 'text' and may have 'payload', 'id' and 'vector'; got keys "
+                f"{sorted(map(str, item))}."
             )
-        return TextRecord(item["text"], item.get("payload"), item.get("id"))
+        return TextRecord(item["text"], item.get("payload"), item.get("id"), item.get("vector"))
     raise InvalidInputError(
         f"texts[{index}] is {type(item).__name__} ({item!r:.40}); pass str, dict(text=, payload=, id=) or TextRecord."
     )
@@ -269,12 +329,18 @@ class _Deduplicator:
 
 
 def checked_batches(
-    texts: Iterable[object], ids: Sequence[Key] | None, payloads: Sequence[Any] | None, batch_size: int
+    texts: Iterable[object],
+    ids: Sequence[Key] | None,
+    payloads: Sequence[Any] | None,
+    batch_size: int,
+    vectors: Sequence[Any] | None = None,
+    shape: VectorShape | None = None,
 ) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
     """(every record of the batch, the records to write: repeats dropped) per batch, in input order.
 
     A sequence of texts is checked whole before the first batch comes out, so bad input writes nothing. Any other
-    iterable (records or texts, streamed) is checked batch by batch, each before it is written.
+    iterable (records or texts, streamed) is checked batch by batch, each before it is written. With ``shape``,
+    every record carries a vector encoded elsewhere (``vectors``, one per text of a list, or in each record).
     """
     if isinstance(texts, (str, bytes, Mapping)) or texts is None:
         raise InvalidInputError(
@@ -282,7 +348,7 @@ def checked_batches(
             "wrap a single text in a list."
         )
     if isinstance(texts, Sequence):
-        for name, values in (("ids", ids), ("payloads", payloads)):
+        for name, values in (("ids", ids), ("payloads", payloads), ("vectors", vectors)):
             if values is not None and len(values) != len(texts):
                 raise InvalidInputError(f"{name} has {len(values)} items but texts has {len(texts)}; pass one each.")
         missing = [i for i, key in enumerate(ids or []) if key is None]
@@ -290,19 +356,22 @@ def checked_batches(
             raise InvalidInputError(f"ids[{missing[0]}] is None; give every text an id, or pass ids=None.")
         records = [
             _as_record(t, i)
-            if ids is None and payloads is None
+            if ids is None and payloads is None and vectors is None
             else TextRecord(
                 t,
                 payloads[i] if payloads is not None else None,
                 ids[i] if ids is not None else None,
+                vectors[i] if vectors is not None else None,
             )
             for i, t in enumerate(texts)
         ]
-        yield from _checked(records, batch_size)
+        yield from _checked(records, batch_size, shape)
         return
-    if ids is not None or payloads is not None:
-        raise InvalidInputError("ids= and payloads= need a list of texts; put id and payload in each record instead.")
-    yield from _checked((_as_record(t, i) for i, t in enumerate(texts)), batch_size, eager=False)
+    if ids is not None or payloads is not None or vectors is not None:
+        raise InvalidInputError(
+            "ids=, payloads= and vectors= need a list of texts; put id, payload and vector in each record instead."
+        )
+    yield from _checked((_as_record(t, i) for i, t in enumerate(texts)), batch_size, shape, eager=False)
 
 
 def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -312,12 +381,12 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _checked(
-    records: Iterable[TextRecord], batch_size: int, eager: bool = True
+    records: Iterable[TextRecord], batch_size: int, shape: VectorShape | None, eager: bool = True
 ) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
     dedup = _Deduplicator()
 
     def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[CheckedRecord], list[CheckedRecord]]:
-        every = [_check(record, index) for index, record in batch]
+        every = [_check(record, index, shape) for index, record in batch]
         return every, [record for record in every if dedup.keep(record)]
 
     batches = (check(batch) for batch in _batched(enumerate(records), batch_size))

@@ -199,3 +199,48 @@ def test_sigkill_during_replacement_then_a_rerun_leaves_exactly_the_new_chunks(
     assert len(expected) > 120
     for kill in kills:
         assert chunks(work / kill["folder"]) == expected, kill
+
+
+def test_chunk_context_is_encoded_with_every_chunk_never_stored(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    body = " ".join(f"Sentence {i} says how the herd moves across the plain at dawn." for i in range(8))
+    plain, titled = make.open(tiny_encoder, "plain"), make.open(tiny_encoder, "titled")
+    plain.upsert_documents([body], ids=["d"], payloads=[{"title": "Zebra stripes"}], chunk_tokens=12)
+    result = titled.upsert_documents(
+        [body], ids=["d"], payloads=[{"title": "Zebra stripes"}], chunk_tokens=12, context_field="title"
+    )
+    assert result.written == 1
+    a, b = plain.get_document("d"), titled.get_document("d")
+    assert a is not None and b is not None and len(b.chunks) > 2
+    assert (b.text, b.payload) == (body, {"title": "Zebra stripes"})
+    assert [(c.start, c.end, c.text) for c in a.chunks] == [(c.start, c.end, c.text) for c in b.chunks]
+    assert plain.search_documents("zebra", mode="sparse") == []  # the title is not in the text...
+    hit = titled.search_documents("zebra", mode="sparse", chunks=50)  # ...but every chunk was encoded with it
+    assert len(hit) == 1 and len(hit[0].chunks) == len(b.chunks)
+    again = titled.upsert_documents([body], ids=["d"], payloads=[{"title": "Zebra stripes"}], chunk_tokens=12)
+    assert again.written == 1  # without the context the chunks are encoded otherwise: a new version
+    assert titled.search_documents("zebra", mode="sparse") == []
+
+
+def test_bad_chunk_context_writes_nothing(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    coll = make.open(tiny_encoder)
+    with pytest.raises(InvalidInputError, match=r"payloads\[1\]\['title'\] is int, not str"):
+        coll.upsert_documents(["fine", "fine too"], payloads=[{"title": "ok"}, {"title": 3}], context_field="title")
+    with pytest.raises(InvalidInputError, match=r"payloads\[0\]\['title'\] has \d+ tokens"):
+        coll.upsert_documents(["fine"], payloads=[{"title": "word " * 40}], context_field="title")
+    with pytest.raises(InvalidArgumentError, match="context_field=''"):
+        coll.upsert_documents(["fine"], context_field="")
+    assert not coll.exists()
+
+
+def test_a_long_context_takes_its_tokens_from_the_chunk(offsets: Any) -> None:
+    from sbert_qdrant.documents import Chunking
+    from sbert_qdrant.records import CheckedRecord
+
+    text = " ".join(f"word{i}" for i in range(200))
+    record = CheckedRecord(0, "d", text, {"title": "a title of some words"}, explicit_id=True)
+    context = len(offsets("a title of some words"))
+    whole = Chunking(offsets, 30, 4, 30, "title").prepare(record)
+    assert max(c.tokens for c in whole.chunks) <= 30 - context  # chunk and context fit what the encoder reads
+    short = Chunking(offsets, 12, 2, 30, "title").prepare(record)
+    assert max(c.tokens for c in short.chunks) == 12  # room for both: the chunk keeps its size
+    assert {p.text.split("\n")[0] for p in short.points()} == {"a title of some words"}

@@ -14,8 +14,16 @@ from torch import nn
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from .base import EncoderModule, Features
+from .identity import encoder_identity, model_name, weights_digest
 from .layers import Dense, Normalize, l2_normalize
-from .loading import load_modules, read_model_config, resolve_model_folder, save_modules, write_model_config
+from .loading import (
+    DEFAULT_MODEL,
+    load_modules,
+    read_model_config,
+    resolve_model_folder,
+    save_modules,
+    write_model_config,
+)
 from .pooling import AttentionPooling, Pooling
 from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
@@ -55,6 +63,9 @@ class SentenceEncoder(nn.Module):
         check_precision(precision, resolve_device(device))
         self.pipeline = nn.ModuleList(modules)
         self.transformer.output_hidden_states = any(getattr(m, "needs_all_layers", False) for m in modules)
+        #: The model's short name (``load`` sets it), the first half of ``identity``.
+        self.model_name = "custom"
+        self._weights = weights_digest(self.pipeline)  # as fp32, before a cast or quantization
         self.device, chosen = place(self, self.transformer.model, device, precision)
         self.precision = cast(Precision, chosen)
         #: Whether ``precision`` was chosen by "auto".
@@ -82,6 +93,7 @@ class SentenceEncoder(nn.Module):
             modules, device=device, precision=precision, prompts=prompts, default_prompt_name=default_prompt_name
         )
         encoder._model_config = config
+        encoder.model_name = model_name(model if model is not None else DEFAULT_MODEL)
         if max_seq_length is not None:
             encoder.max_seq_length = max_seq_length
         return encoder
@@ -106,6 +118,13 @@ class SentenceEncoder(nn.Module):
             if isinstance(module, (Pooling, Dense, AttentionPooling)):
                 size = module.output_dimension
         return size
+
+    @property
+    def identity(self) -> str:
+        """``name@fingerprint`` of what decides the stored vectors (weights, modules, document prompt), the same at
+        any precision and device: a collection records it and refuses vectors or searches of another encoder."""
+        weights = weights_digest(self.pipeline) if self.precision == "fp32" else self._weights  # fp32: maybe trained
+        return encoder_identity(self.model_name, weights, self.document_prompt)
 
     @property
     def normalizes(self) -> bool:

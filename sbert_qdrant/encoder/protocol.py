@@ -39,3 +39,14 @@ class DocumentEncoder(TextEncoder, Protocol):
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans (start, end) of the tokens of ``text``, without special tokens."""
+
+
+def identity_of(encoder: object) -> str | None:
+    """An encoder's ``identity`` (``name@fingerprint``, see SentenceEncoder.identity), None when it has none."""
+    identity = getattr(encoder, "identity", None)
+    return identity if isinstance(identity, str) and identity else None
+
+
+def same_encoder(left: str, right: str) -> bool:
+    """Whether two identities name the same weights (the fingerprints match; names may differ)."""
+    return left.rpartition("@")[2] == right.rpartition("@")[2]
