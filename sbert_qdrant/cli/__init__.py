@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import SbertQdrantError
-from . import collections, demo, encode, training
+from . import collections, demo, encode, mcp, training
 
-_COMMAND_GROUPS = (encode, collections, demo, training)
+_COMMAND_GROUPS = (encode, collections, demo, training, mcp)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,162 @@
+"""What the tools share: the engine, the encoder (loaded once, in the background or on first use) and one open
+collection per name, each opened in its own layout (ours, or mcp-server-qdrant's, or the one the settings name)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient
+
+from ...aio import AsyncTextCollection
+from ...encoder import CrossEncoder, SentenceEncoder
+from ...encoder.protocol import DocumentEncoder, TextEncoder
+from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
+from ...records import TEXT_KEY
+from ...store import EdgeStore
+from .settings import McpSettings
+
+T = TypeVar("T")
+
+#: mcp-server-qdrant's payload field of the stored text.
+ANCHOR_TEXT_FIELD = "document"
+
+
+class _Once:
+    """A value made once in a worker thread, on first need (or earlier, by ``start``); a failure is kept and raised
+    to every caller, so a missing model is reported by each tool call instead of crashing the server."""
+
+    def __init__(self, make: Callable[[], Any], given: Any = None) -> None:
+        self._make = make
+        self._value = given
+        self._task: asyncio.Future[Any] | None = None
+
+    def _loading(self) -> asyncio.Future[Any]:
+        if self._task is None:
+            self._task = asyncio.ensure_future(asyncio.to_thread(self._make))
+        return self._task
+
+    def start(self) -> None:
+        if self._value is None:
+            self._loading()
+
+    @property
+    def ready(self) -> bool:
+        return self._value is not None
+
+    async def get(self) -> Any:
+        if self._value is None:
+            self._value = await asyncio.shield(self._loading())
+        return self._value
+
+
+class Backend:
+    """The engine named by the settings (``QDRANT_LOCAL_PATH``: qdrant-client local mode on disk; ``QDRANT_URL``: a
+    server, or ``:memory:``; else Qdrant Edge under ``SBERT_QDRANT_LOCATION``) and the collections opened on it."""
+
+    def __init__(
+        self, settings: McpSettings, encoder: TextEncoder | None = None, cross_encoder: CrossEncoder | None = None
+    ) -> None:
+        self.settings = settings
+        self._encoder = _Once(
+            lambda: SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision), encoder
+        )
+        self._cross = _Once(self._load_cross_encoder, cross_encoder)
+        self._client: AsyncQdrantClient | None = None
+        self._collections: dict[str, AsyncTextCollection] = {}
+        self._opening = asyncio.Lock()
+
+    @property
+    def model_loaded(self) -> bool:
+        return self._encoder.ready
+
+    def start_loading(self) -> None:
+        """Load the model in the background (the server answers meanwhile)."""
+        self._encoder.start()
+
+    def _load_cross_encoder(self) -> CrossEncoder:
+        name = self.settings.rerank_model
+        if name is None:
+            raise InvalidArgumentError(
+                "rerank=true needs a cross-encoder: set SBERT_QDRANT_RERANK_MODEL to a cross-encoder folder or hub id "
+                "in the server's environment, or search without rerank."
+            )
+        return CrossEncoder.load(name, device=self.settings.device, precision=self.settings.precision)
+
+    async def check_length(self, text: str, what: str, fix: str) -> None:
+        """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
+        encoder = await self._encoder.get()
+        if isinstance(encoder, DocumentEncoder):
+            tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
+            if tokens > limit:
+                raise InvalidInputError(f"{what} is {tokens} tokens long and the model reads {limit}; {fix}.")
+
+    async def cross_encoder(self) -> CrossEncoder:
+        cross: CrossEncoder = await self._cross.get()
+        return cross
+
+    def _qdrant_client(self) -> AsyncQdrantClient | None:
+        """The qdrant-client engine, when the settings name one (None: Qdrant Edge)."""
+        settings = self.settings
+        if self._client is None and settings.local_path:
+            self._client = AsyncQdrantClient(path=settings.local_path)
+        elif self._client is None and settings.qdrant_url == ":memory:":
+            self._client = AsyncQdrantClient(location=":memory:")
+        elif self._client is None and settings.qdrant_url:
+            key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
+            self._client = AsyncQdrantClient(url=settings.qdrant_url, api_key=key, timeout=int(settings.timeout))
+        return self._client
+
+    async def collection_names(self) -> list[str]:
+        client = self._qdrant_client()
+        if client is not None:
+            return sorted(c.name for c in (await client.get_collections()).collections)
+        location = Path(self.settings.location).expanduser()
+        if not location.is_dir():
+            return []
+        edge = EdgeStore(location)
+        return sorted(p.name for p in location.iterdir() if p.is_dir() and edge.describe(p.name) is not None)
+
+    async def collection(self, name: str, existing: bool = False) -> AsyncTextCollection:
+        """The collection ``name``, opened once (``existing``: it must exist, for reads)."""
+        async with self._opening:
+            opened = self._collections.get(name)
+            if opened is None:
+                encoder: TextEncoder = await self._encoder.get()
+                vector_name, text_field = await self._layout(name)
+                client = self._qdrant_client()
+                engine: dict[str, Any] = (
+                    {"client": client} if client is not None else {"location": self.settings.location}
+                )
+                opened = AsyncTextCollection(
+                    name, encoder, vector_name=vector_name, text_field=text_field, settings=self.settings, **engine
+                )
+                self._collections[name] = opened
+        if existing and not await opened.exists():
+            raise CollectionNotFoundError(
+                f"collection {name!r} does not exist; qdrant-store creates it, qdrant-list-collections lists the "
+                "existing ones."
+            )
+        return opened
+
+    async def _layout(self, name: str) -> tuple[str, str]:
+        """(vector name, text field) of the collection: the settings', else mcp-server-qdrant's where the collection
+        was written by it (its ``fast-<model>`` vector, the text under ``document``), else ours."""
+        settings = self.settings
+        vector_name, text_field = settings.vector_name, settings.text_field
+        client = self._qdrant_client()
+        if vector_name is None and client is not None and await client.collection_exists(name):
+            vectors = (await client.get_collection(name)).config.params.vectors
+            if isinstance(vectors, dict) and "text" not in vectors and settings.anchor_vector_name in vectors:
+                vector_name, text_field = settings.anchor_vector_name, text_field or ANCHOR_TEXT_FIELD
+        return vector_name or "text", text_field or TEXT_KEY
+
+    async def close(self) -> None:
+        for collection in self._collections.values():
+            await collection.close()
+        self._collections.clear()
+        if self._client is not None:
+            await self._client.close()
+            self._client = None

@@ -1,0 +1,119 @@
+"""What the tools return: structured content (the models here, published as each tool's output schema) and the same
+as readable text (entries in mcp-server-qdrant's ``<entry>`` format, so prompts written for it keep working)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+from ...documents import DocumentHit
+from ...records import Hit, Key
+
+
+class Entry(BaseModel):
+    """A stored text found: its id, score, text and payload."""
+
+    id: Key
+    score: float
+    text: str | None
+    payload: dict[str, Any]
+
+
+class Found(BaseModel):
+    """The texts found for a query, best first."""
+
+    collection_name: str
+    query: str
+    entries: list[Entry]
+
+
+class Passage(BaseModel):
+    """A matching chunk of a document: characters ``start:end`` of the document, ready to cite."""
+
+    start: int
+    end: int
+    text: str
+    score: float
+
+
+class FoundDocument(BaseModel):
+    """A document found: one per document, its best-matching passages first."""
+
+    id: Key
+    score: float
+    payload: dict[str, Any]
+    passages: list[Passage]
+
+
+class FoundDocuments(BaseModel):
+    """The documents found for a query, best first."""
+
+    collection_name: str
+    query: str
+    documents: list[FoundDocument]
+
+
+class Stored(BaseModel):
+    """A stored text or document: its id (storing the same text again, or another under this id, replaces it)."""
+
+    collection_name: str
+    id: Key
+
+
+class Deleted(BaseModel):
+    collection_name: str
+    ids: list[Key]
+
+
+class Counted(BaseModel):
+    collection_name: str
+    kind: Literal["texts", "documents", "chunks"]
+    count: int
+
+
+class Collections(BaseModel):
+    collections: list[str]
+
+
+def found(collection_name: str, query: str, hits: list[Hit]) -> CallToolResult:
+    entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
+    result = Found(collection_name=collection_name, query=query, entries=entries)
+    lines = [f"Results for the query {query!r}" if entries else f"No results for the query {query!r}"]
+    lines += [_entry(e.id, e.score, e.text or "", e.payload) for e in entries]
+    return reply(result, "\n".join(lines))
+
+
+def found_documents(collection_name: str, query: str, hits: list[DocumentHit]) -> CallToolResult:
+    documents = [
+        FoundDocument(
+            id=h.id,
+            score=h.score,
+            payload=h.payload,
+            passages=[Passage(start=c.start, end=c.end, text=c.text, score=c.score) for c in h.chunks],
+        )
+        for h in hits
+    ]
+    result = FoundDocuments(collection_name=collection_name, query=query, documents=documents)
+    lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
+    for d in documents:
+        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{p.text}</passage>' for p in d.passages)
+        lines.append(f'<document id="{d.id}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>')
+    return reply(result, "\n".join(lines))
+
+
+def _entry(key: Key, score: float, text: str, payload: dict[str, Any]) -> str:
+    return f'<entry id="{key}" score="{score:.4f}"><content>{text}</content>{_metadata(payload)}</entry>'
+
+
+def _metadata(payload: dict[str, Any]) -> str:
+    return f"<metadata>{json.dumps(payload, ensure_ascii=False) if payload else ''}</metadata>"
+
+
+def reply(result: BaseModel, text: str) -> CallToolResult:
+    """A tool's result: ``text`` for the model to read, ``result`` as structured content."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json")
+    )

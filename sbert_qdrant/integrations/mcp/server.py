@@ -1,0 +1,285 @@
+"""``create_server``: the MCP server (the official SDK's ``MCPServer``) with the tools of mcp-server-qdrant and more.
+
+``qdrant-find`` and ``qdrant-store`` keep mcp-server-qdrant's names and arguments (``query``, ``information``,
+``metadata``, ``collection_name``, ``query_filter``), so prompts written for it keep working; the others are this
+package's: documents, delete, count, list collections, duplicates. In read-only mode the writing tools are not
+registered at all. A failure an agent can act on (a bad filter, an unknown collection, a too-long text) comes back
+as a tool error naming the problem.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal, cast
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, ValidationError
+from qdrant_client import models
+
+from ...encoder import CrossEncoder
+from ...encoder.protocol import TextEncoder
+from ...errors import InvalidArgumentError, SbertQdrantError
+from ...records import Hit, Key
+from . import results
+from .backend import Backend
+from .settings import McpSettings
+
+Tool = Callable[..., Awaitable[CallToolResult]]
+
+Query = Annotated[str, Field(description="What to search for")]
+Filter = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description='A Qdrant filter on the payload (JSON), e.g. {"must": [{"key": "topic", "match": {"value": '
+        '"billing"}}]}; in a collection written by mcp-server-qdrant the metadata sits under "metadata.<field>".'
+    ),
+]
+Limit = Annotated[int | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")]
+Mode = Annotated[
+    Literal["dense", "sparse", "hybrid"],
+    Field(description="dense: by meaning; sparse: by keywords (BM25); hybrid: both, fused"),
+]
+Rerank = Annotated[bool, Field(description="Re-score the best candidates with the server's cross-encoder")]
+Diversity = Annotated[
+    float | None,
+    Field(ge=0, le=1, description="0..1: trade relevance for variety among the results (maximal marginal relevance)"),
+]
+Metadata = Annotated[
+    dict[str, Any] | None,
+    Field(description="Extra metadata stored along with memorised information. Any json is accepted."),
+]
+Id = Annotated[
+    Key | None, Field(description="Your id for it (default: derived from the text, so a repeat is one entry)")
+]
+
+_READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+#: A write replaces what is stored under the same id: destructive, and idempotent (the same call, the same state).
+_WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def create_server(
+    settings: McpSettings | None = None,
+    *,
+    encoder: TextEncoder | None = None,
+    cross_encoder: CrossEncoder | None = None,
+) -> MCPServer[Any]:
+    """The MCP server on ``settings`` (None: from the environment); ``encoder``/``cross_encoder``: models already
+    loaded (else the settings' model loads in the background as the server starts, and the cross-encoder on the
+    first ``rerank=true``)."""
+    settings = settings or McpSettings()
+    backend = Backend(settings, encoder, cross_encoder)
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        if settings.preload:
+            backend.start_loading()
+        try:
+            yield
+        finally:
+            await backend.close()
+
+    server: MCPServer[Any] = MCPServer(
+        "sbert-qdrant",
+        instructions="Semantic memory in Qdrant: qdrant-store remembers a text, qdrant-find finds texts by meaning; "
+        "long texts go in as documents (qdrant-store-document, qdrant-find-documents cites their passages).",
+        lifespan=lifespan,
+    )
+    tools = _tools(backend)
+    bound = settings.collection_name
+    for name, (tool, description, hints) in tools.items():
+        if settings.read_only and not hints.read_only_hint:
+            continue  # enforced here: a read-only server has no tool that writes
+        if bound is not None and name == "qdrant-list-collections":
+            continue  # every tool is bound to one collection: nothing to choose from
+        fn = _agent_errors(tool if bound is None else _bound(tool, bound))
+        server.add_tool(fn, name=name, description=description, annotations=hints)
+    return server
+
+
+def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
+    """Every tool by name: (function, description, annotations)."""
+    settings = backend.settings
+
+    async def find(
+        query: Query,
+        collection_name: Annotated[str, Field(description="The collection to search in")],
+        query_filter: Filter = None,
+        limit: Limit = None,
+        mode: Mode = "dense",
+        rerank: Rerank = False,
+        diversity: Diversity = None,
+    ) -> Annotated[CallToolResult, results.Found]:
+        collection = await backend.collection(collection_name, existing=True)
+        await backend.check_length(query, "query", "shorten it")
+        hits = await collection.search_text(
+            query,
+            limit or settings.search_limit,
+            _filter(query_filter),
+            mode=mode,
+            diversity=diversity,
+            rerank=await backend.cross_encoder() if rerank else None,
+        )
+        return results.found(collection_name, query, hits)
+
+    async def store(
+        information: Annotated[str, Field(description="Text to store")],
+        collection_name: Annotated[str, Field(description="The collection to store the information in")],
+        metadata: Metadata = None,
+        id: Id = None,
+    ) -> Annotated[CallToolResult, results.Stored]:
+        collection = await backend.collection(collection_name)
+        await backend.check_length(information, "information", "store it with qdrant-store-document instead")
+        ids = await collection.upsert_texts(
+            [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
+        )
+        text = f"Remembered: {information} in collection {collection_name} (id {ids[0]})"
+        return results.reply(results.Stored(collection_name=collection_name, id=ids[0]), text)
+
+    async def store_document(
+        document: Annotated[str, Field(description="The long text to store (an article, a page, a file's text)")],
+        collection_name: Annotated[str, Field(description="The collection to store the document in")],
+        metadata: Metadata = None,
+        id: Id = None,
+    ) -> Annotated[CallToolResult, results.Stored]:
+        if len(document) > settings.max_document_chars:
+            raise InvalidArgumentError(
+                f"document is {len(document)} characters long, more than this server takes "
+                f"({settings.max_document_chars}, SBERT_QDRANT_MAX_DOCUMENT_CHARS); split it into parts."
+            )
+        collection = await backend.collection(collection_name)
+        ids = await collection.upsert_documents(
+            [document], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
+        )
+        text = f"Stored the document ({len(document)} characters) in collection {collection_name} (id {ids[0]})"
+        return results.reply(results.Stored(collection_name=collection_name, id=ids[0]), text)
+
+    async def find_documents(
+        query: Query,
+        collection_name: Annotated[str, Field(description="The collection to search in")],
+        query_filter: Filter = None,
+        limit: Limit = None,
+        mode: Mode = "dense",
+        rerank: Rerank = False,
+        passages: Annotated[int, Field(ge=1, le=10, description="Matching passages per document")] = 3,
+    ) -> Annotated[CallToolResult, results.FoundDocuments]:
+        collection = await backend.collection(collection_name, existing=True)
+        await backend.check_length(query, "query", "shorten it")
+        hits = await collection.search_documents(
+            query,
+            limit or settings.search_limit,
+            _filter(query_filter),
+            mode=mode,
+            chunks=passages,
+            rerank=await backend.cross_encoder() if rerank else None,
+        )
+        return results.found_documents(collection_name, query, hits)
+
+    async def find_duplicates(
+        information: Annotated[str, Field(description="The text whose duplicates (same meaning) to look up")],
+        collection_name: Annotated[str, Field(description="The collection to search in")],
+        threshold: Annotated[
+            float | None,
+            Field(ge=-1, le=1, description="Cosine similarity from which a text is a duplicate (default: calibrated)"),
+        ] = None,
+        limit: Limit = None,
+    ) -> Annotated[CallToolResult, results.Found]:
+        collection = await backend.collection(collection_name, existing=True)
+        await backend.check_length(information, "information", "shorten it")
+        hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
+        return results.found(collection_name, information, cast("list[Hit]", hits))  # one text: one list
+
+    async def delete(
+        ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
+        collection_name: Annotated[str, Field(description="The collection to delete from")],
+    ) -> Annotated[CallToolResult, results.Deleted]:
+        collection = await backend.collection(collection_name, existing=True)
+        await collection.delete_texts(ids)
+        await collection.delete_documents(ids)
+        text = f"Deleted {len(ids)} id(s) from collection {collection_name} (unknown ones are ignored)"
+        return results.reply(results.Deleted(collection_name=collection_name, ids=ids), text)
+
+    async def count(
+        collection_name: Annotated[str, Field(description="The collection to count in")],
+        query_filter: Filter = None,
+        kind: Annotated[
+            Literal["texts", "documents", "chunks"], Field(description="What to count: texts, documents or chunks")
+        ] = "texts",
+    ) -> Annotated[CallToolResult, results.Counted]:
+        collection = await backend.collection(collection_name, existing=True)
+        number = await collection.count(_filter(query_filter), kind=kind)
+        counted = results.Counted(collection_name=collection_name, kind=kind, count=number)
+        return results.reply(counted, f"{number} {kind} in collection {collection_name}")
+
+    async def list_collections() -> Annotated[CallToolResult, results.Collections]:
+        names = await backend.collection_names()
+        text = "Collections: " + ", ".join(names) if names else "No collections yet"
+        return results.reply(results.Collections(collections=names), text)
+
+    return {
+        "qdrant-find": (find, settings.tool_find_description, _READS),
+        "qdrant-store": (store, settings.tool_store_description, _WRITES),
+        "qdrant-find-documents": (
+            find_documents,
+            "Look up long documents by meaning: one result per document, with its best-matching passages and "
+            "their character offsets (start, end) to cite.",
+            _READS,
+        ),
+        "qdrant-store-document": (
+            store_document,
+            "Keep a long text (an article, a page, a file) as a document, split into passages that are searched "
+            "with qdrant-find-documents.",
+            _WRITES,
+        ),
+        "qdrant-find-duplicates": (
+            find_duplicates,
+            "Look up stored texts that say the same as the given one (duplicate questions, repeated memories).",
+            _READS,
+        ),
+        "qdrant-delete": (delete, "Delete stored texts and documents by id.", _WRITES),
+        "qdrant-count": (count, "Count the texts, documents or chunks stored, all or those matching a filter.", _READS),
+        "qdrant-list-collections": (list_collections, "List the collections in Qdrant.", _READS),
+    }
+
+
+def _filter(query_filter: dict[str, Any] | None) -> models.Filter | None:
+    if query_filter is None:
+        return None
+    try:
+        return models.Filter.model_validate(query_filter)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+        raise InvalidArgumentError(
+            f"query_filter is not a Qdrant filter ({problems}); write it as "
+            '{"must": [{"key": "<payload field>", "match": {"value": <value>}}]}.'
+        ) from exc
+
+
+def _agent_errors(tool: Tool) -> Tool:
+    """The tool, its failures an agent can act on raised as tool errors (the SDK hides other exceptions' text)."""
+
+    @functools.wraps(tool)
+    async def run(*args: Any, **kwargs: Any) -> CallToolResult:
+        try:
+            return await tool(*args, **kwargs)
+        except (SbertQdrantError, OSError) as exc:
+            raise ToolError(str(exc)) from exc
+
+    return run
+
+
+def _bound(tool: Tool, collection_name: str) -> Tool:
+    """The tool without its ``collection_name`` argument, always on ``collection_name`` (``COLLECTION_NAME``)."""
+    signature = inspect.signature(tool, eval_str=True)
+
+    @functools.wraps(tool)
+    async def run(**kwargs: Any) -> CallToolResult:
+        return await tool(collection_name=collection_name, **kwargs)
+
+    parameters = [p for p in signature.parameters.values() if p.name != "collection_name"]
+    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    return run

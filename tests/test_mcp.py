@@ -1,0 +1,273 @@
+"""The MCP server through the protocol: the SDK's in-memory ``mcp.Client(server)`` (list tools, call each one,
+read-only and bound servers, errors as tool errors, a collection in mcp-server-qdrant's layout) and one run of
+``python -m sbert_qdrant.integrations.mcp`` over stdio with the SDK's stdio client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import mcp
+import pytest
+import torch
+from conftest import DATA
+from qdrant_client import QdrantClient, models
+
+from sbert_qdrant import CrossEncoder, SentenceEncoder
+from sbert_qdrant.integrations.mcp import McpSettings, create_server
+from sbert_qdrant.testing import tiny_encoder
+
+WRITES = {"qdrant-store", "qdrant-store-document", "qdrant-delete"}
+READS = {"qdrant-find", "qdrant-find-documents", "qdrant-find-duplicates", "qdrant-count", "qdrant-list-collections"}
+NOTES = [
+    "My sister's birthday is on the 14th of March.",
+    "The wifi password at the office is written on the fridge.",
+    "I parked the car on level 3 of the airport garage.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny() -> SentenceEncoder:
+    return tiny_encoder()
+
+
+@pytest.fixture(scope="module")
+def abstracts() -> list[dict[str, str]]:
+    """Two SciFact abstracts (2,000+ characters: several chunks each)."""
+    rows = [json.loads(line) for line in (DATA / "scifact_sample.jsonl").read_text(encoding="utf-8").splitlines()]
+    return sorted((r for r in rows if r["kind"] == "doc"), key=lambda r: -len(r["text"]))[:2]
+
+
+def edge(tmp_path: Path, **options: Any) -> McpSettings:
+    return McpSettings(location=str(tmp_path / "qdrant"), **options)
+
+
+async def call(client: Any, tool: str, **arguments: Any) -> Any:
+    """The tool's structured result; fails the test on a tool error."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    assert result.content[0].text  # readable text beside the structured content
+    return result.structured_content
+
+
+async def error(client: Any, tool: str, **arguments: Any) -> str:
+    """The message of the tool error the call must return."""
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return str(result.content[0].text)
+
+
+async def test_tools_keep_the_anchor_names_and_arguments_with_truthful_annotations(
+    tmp_path: Path, tiny: SentenceEncoder
+) -> None:
+    async with mcp.Client(create_server(edge(tmp_path), encoder=tiny)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == READS | WRITES
+    find, store = tools["qdrant-find"].input_schema, tools["qdrant-store"].input_schema
+    assert {"query", "collection_name", "query_filter"} <= set(find["properties"])  # mcp-server-qdrant 0.8's
+    assert {"mode", "rerank", "diversity", "limit"} <= set(find["properties"])
+    assert {"information", "collection_name", "metadata"} <= set(store["properties"])
+    assert find["required"] == ["query", "collection_name"] and store["required"] == ["information", "collection_name"]
+    for name, tool in tools.items():
+        assert tool.output_schema is not None and tool.annotations is not None, name
+        assert tool.annotations.read_only_hint is (name in READS), name
+        assert tool.annotations.destructive_hint is (True if name in WRITES else None), name
+
+
+async def test_read_only_server_registers_no_write_tool(tmp_path: Path, tiny: SentenceEncoder) -> None:
+    async with mcp.Client(create_server(edge(tmp_path, read_only=True), encoder=tiny)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == READS
+        message = await error(client, "qdrant-store", information=NOTES[0], collection_name="notes")
+    assert "qdrant-store" in message
+
+
+async def test_bound_collection_leaves_the_argument_out(tmp_path: Path, tiny: SentenceEncoder) -> None:
+    async with mcp.Client(create_server(edge(tmp_path, collection_name="notes"), encoder=tiny)) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == (READS | WRITES) - {"qdrant-list-collections"}
+        assert all("collection_name" not in t.input_schema["properties"] for t in tools.values())
+        stored = await call(client, "qdrant-store", information=NOTES[0])
+        assert stored["collection_name"] == "notes"
+        assert (await call(client, "qdrant-count"))["count"] == 1
+
+
+async def test_tools_list_answers_before_the_model_loads_and_a_load_failure_is_a_tool_error(tmp_path: Path) -> None:
+    """The model loads in the background; a missing one fails each call that needs it, not the server."""
+    missing = str(tmp_path / "no-such-model")
+    server = create_server(edge(tmp_path, model=missing))
+    async with mcp.Client(server) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == READS | WRITES
+        message = await error(client, "qdrant-store", information=NOTES[0], collection_name="notes")
+        assert "no-such-model" in message and "not found" in message
+        assert (await call(client, "qdrant-list-collections"))["collections"] == []  # needs no model
+        assert "no-such-model" in await error(client, "qdrant-find", query="birthday", collection_name="notes")
+
+
+@pytest.mark.slow
+async def test_store_find_count_duplicates_delete(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
+    async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
+        ids = [
+            (await call(client, "qdrant-store", information=text, collection_name="notes", metadata={"n": i}))["id"]
+            for i, text in enumerate(NOTES)
+        ]
+        again = await call(client, "qdrant-store", information=NOTES[0], collection_name="notes", metadata={"n": 0})
+        assert again["id"] == ids[0]
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 3  # the repeat: one point
+        for mode in ("dense", "sparse", "hybrid"):
+            found = await call(
+                client, "qdrant-find", query="where did I leave the car?", collection_name="notes", mode=mode
+            )
+            assert found["entries"][0]["text"] == NOTES[2], mode
+        found = await call(
+            client,
+            "qdrant-find",
+            query="where did I leave the car?",
+            collection_name="notes",
+            query_filter={"must": [{"key": "n", "match": {"value": 1}}]},
+            diversity=0.5,
+            limit=2,
+        )
+        assert [(e["id"], e["payload"]) for e in found["entries"]] == [(ids[1], {"n": 1})]
+        counted = await call(
+            client, "qdrant-count", collection_name="notes", query_filter={"must": [{"key": "n", "range": {"gte": 1}}]}
+        )
+        assert counted["count"] == 2
+        paraphrase = "When is my sister's birthday? The 14th of March."
+        duplicates = await call(
+            client, "qdrant-find-duplicates", information=paraphrase, collection_name="notes", threshold=0.6
+        )
+        assert [e["id"] for e in duplicates["entries"]] == [ids[0]]
+        assert (await call(client, "qdrant-list-collections"))["collections"] == ["notes"]
+        await call(client, "qdrant-delete", ids=[ids[0], "unknown"], collection_name="notes")
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 2
+
+
+@pytest.mark.slow
+async def test_documents_come_back_one_hit_each_with_passages_to_cite(
+    tmp_path: Path, default_encoder: SentenceEncoder, abstracts: list[dict[str, str]]
+) -> None:
+    async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
+        for row in abstracts:
+            stored = await call(
+                client, "qdrant-store-document", document=row["text"], collection_name="papers", id=row["_id"],
+                metadata={"title": row["title"]},
+            )  # fmt: skip
+            assert stored["id"] == row["_id"]
+        assert (await call(client, "qdrant-count", collection_name="papers", kind="documents"))["count"] == 2
+        assert (await call(client, "qdrant-count", collection_name="papers", kind="chunks"))["count"] > 2
+        target = abstracts[0]
+        query = target["title"]
+        found = await call(client, "qdrant-find-documents", query=query, collection_name="papers", passages=2)
+        documents = found["documents"]
+        assert documents[0]["id"] == target["_id"] and len({d["id"] for d in documents}) == len(documents)
+        assert documents[0]["payload"] == {"title": target["title"]}
+        for passage in documents[0]["passages"]:
+            assert target["text"][passage["start"] : passage["end"]] == passage["text"]
+        await call(client, "qdrant-delete", ids=[target["_id"]], collection_name="papers")
+        assert (await call(client, "qdrant-count", collection_name="papers", kind="documents"))["count"] == 1
+
+
+@pytest.mark.slow
+async def test_errors_an_agent_can_act_on(
+    tmp_path: Path, default_encoder: SentenceEncoder, abstracts: list[dict[str, str]]
+) -> None:
+    async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
+        assert "'nowhere' does not exist" in await error(client, "qdrant-find", query="x", collection_name="nowhere")
+        await call(client, "qdrant-store", information=NOTES[0], collection_name="notes")
+        bad = await error(client, "qdrant-find", query="x", collection_name="notes", query_filter={"must": 3})
+        assert "query_filter is not a Qdrant filter" in bad
+        long = await error(client, "qdrant-store", information=abstracts[0]["text"], collection_name="notes")
+        assert "tokens long" in long and "qdrant-store-document" in long
+        assert "tokens long" in await error(client, "qdrant-find", query=abstracts[0]["text"], collection_name="notes")
+        assert "SBERT_QDRANT_RERANK_MODEL" in await error(
+            client, "qdrant-find", query="x", collection_name="notes", rerank=True
+        )
+        assert "reserved key" in await error(
+            client, "qdrant-store", information=NOTES[1], collection_name="notes", metadata={"text": "x"}
+        )
+        assert "limit" in await error(client, "qdrant-find", query="x", collection_name="notes", limit=0)
+        assert "is not valid" in await error(client, "qdrant-store", information=NOTES[1], collection_name="bad name/")
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 1  # nothing written
+
+
+@pytest.mark.slow
+async def test_rerank_with_the_servers_cross_encoder(
+    tmp_path: Path, default_encoder: SentenceEncoder, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A tiny cross-encoder with a random head (its order is arbitrary): its scores replace the search's."""
+    folder = tmp_path_factory.mktemp("tiny-cross")
+    tiny_encoder().save(folder)
+    cross = CrossEncoder.from_transformer(folder, seed=3)
+    with torch.no_grad():
+        cross.transformer.model.classifier.weight.mul_(1000)
+    server = create_server(edge(tmp_path), encoder=default_encoder, cross_encoder=cross)
+    query = "where did I leave the car?"
+    async with mcp.Client(server) as client:
+        for text in NOTES:
+            await call(client, "qdrant-store", information=text, collection_name="notes")
+        found = await call(client, "qdrant-find", query=query, collection_name="notes", rerank=True, limit=3)
+    expected = cross.predict([(query, e["text"]) for e in found["entries"]]).tolist()
+    assert [e["score"] for e in found["entries"]] == pytest.approx(expected, abs=1e-4)
+    assert expected == sorted(expected, reverse=True)
+
+
+def write_in_anchor_layout(path: Path, encoder: SentenceEncoder) -> None:
+    """A reproduction of what mcp-server-qdrant 0.8 writes (its QdrantConnector.store, read from its source): a
+    qdrant-client local-mode store, the vector named ``fast-<model>``, the text under ``document``, the metadata
+    under ``metadata``, a random id per point. FastEmbed's default model is all-MiniLM-L6-v2, this package's too."""
+    client = QdrantClient(path=str(path))
+    client.create_collection(
+        "memories",
+        vectors_config={"fast-all-minilm-l6-v2": models.VectorParams(size=384, distance=models.Distance.COSINE)},
+    )
+    vectors = encoder.encode_document(NOTES)
+    client.upsert(
+        "memories",
+        points=[
+            models.PointStruct(
+                id=uuid.uuid4().hex,
+                vector={"fast-all-minilm-l6-v2": vector.tolist()},
+                payload={"document": text, "metadata": {"n": i}},
+            )
+            for i, (text, vector) in enumerate(zip(NOTES, vectors, strict=True))
+        ],
+    )
+    client.close()
+
+
+@pytest.mark.slow
+async def test_a_collection_in_mcp_server_qdrants_layout_is_searchable_and_read_only(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    write_in_anchor_layout(tmp_path / "local", default_encoder)
+    settings = McpSettings(local_path=str(tmp_path / "local"), collection_name="memories")
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        found = await call(client, "qdrant-find", query="where did I leave the car?")
+        assert found["entries"][0]["text"] == NOTES[2] and found["entries"][0]["payload"] == {"metadata": {"n": 2}}
+        only = await call(
+            client, "qdrant-find", query="car", query_filter={"must": [{"key": "metadata.n", "match": {"value": 0}}]}
+        )
+        assert [e["text"] for e in only["entries"]] == [NOTES[0]]
+        assert (await call(client, "qdrant-count"))["count"] == 3
+        assert "another tool wrote" in await error(client, "qdrant-store", information="a new memory")
+
+
+@pytest.mark.slow
+async def test_stdio_subprocess(tmp_path: Path) -> None:
+    """``python -m sbert_qdrant.integrations.mcp`` over stdio, as an agent runs it."""
+    env = {"SBERT_QDRANT_LOCATION": str(tmp_path / "qdrant"), "COLLECTION_NAME": "notes", "QDRANT_SEARCH_LIMIT": "1"}
+    params = mcp.StdioServerParameters(
+        command=sys.executable, args=["-m", "sbert_qdrant.integrations.mcp"], env={**os.environ, **env}
+    )
+    async with mcp.Client(params) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == (READS | WRITES) - {"qdrant-list-collections"}
+        for text in NOTES:
+            await call(client, "qdrant-store", information=text)
+        found = await call(client, "qdrant-find", query="where did I leave the car?")
+    assert [e["text"] for e in found["entries"]] == [NOTES[2]]
