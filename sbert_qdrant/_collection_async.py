@@ -336,6 +336,7 @@ class AsyncTextCollection(AsyncDocuments):
         candidates: int | None = None,
         rerank: CrossEncoder | None = None,
         rerank_candidates: int = 50,
+        search_params: models.SearchParams | None = None,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -345,6 +346,9 @@ class AsyncTextCollection(AsyncDocuments):
         maximal marginal relevance (dense vectors).
         candidates: hits each stage draws (default ``max(limit, 100)``). rerank: a CrossEncoder that re-scores the
         best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score.
+        search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
+        collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
+        server; qdrant-client's local mode searches exactly and ignores them).
         """
         found = await self.search_texts(
             [query],
@@ -359,6 +363,7 @@ class AsyncTextCollection(AsyncDocuments):
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
+            search_params=search_params,
         )
         return found[0]
 
@@ -377,10 +382,11 @@ class AsyncTextCollection(AsyncDocuments):
         candidates: int | None = None,
         rerank: CrossEncoder | None = None,
         rerank_candidates: int = 50,
+        search_params: models.SearchParams | None = None,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         depth = rerank_depth(rerank, rerank_candidates, limit)
-        plan = search_plan(mode, fusion, weights, diversity, candidates, depth)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
         found = await self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is None or not found:
             return found

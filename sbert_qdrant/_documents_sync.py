@@ -146,6 +146,7 @@ class Documents:
         candidates: int | None = None,
         rerank: CrossEncoder | None = None,
         rerank_candidates: int = 50,
+        search_params: models.SearchParams | None = None,
     ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
 
@@ -153,6 +154,7 @@ class Documents:
         their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
         rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
+        search_params: as in ``search_text``.
         """
         config = self._config
         depth = rerank_depth(rerank, rerank_candidates, limit)
@@ -162,7 +164,7 @@ class Documents:
             raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
         if candidates is None:
             candidates = max(depth * chunks * 4, 100)
-        plan = search_plan(mode, fusion, weights, None, candidates, depth)
+        plan = search_plan(mode, fusion, weights, None, candidates, depth, search_params)
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         self._ensure(create=False)
         search = (run_blocking(engine_searches, config, self._bm25, texts, plan))[0]

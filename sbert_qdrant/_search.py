@@ -40,6 +40,8 @@ class SearchPlan:
     diversity: float | None = None
     candidates: int = MIN_CANDIDATES
     symmetric: bool = False
+    #: The dense search's HNSW ef, exact search, quantization rescoring and oversampling (None: the engine's).
+    params: models.SearchParams | None = None
 
 
 def check_limit(limit: object) -> None:
@@ -54,6 +56,7 @@ def search_plan(
     diversity: float | None,
     candidates: int | None,
     limit: int,
+    search_params: models.SearchParams | None = None,
 ) -> SearchPlan:
     """Check the search mode arguments (before anything is encoded or asked)."""
     check_limit(limit)
@@ -89,7 +92,14 @@ def search_plan(
         candidates = max(limit, MIN_CANDIDATES)
     elif isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < limit:
         raise InvalidArgumentError(f"candidates={candidates!r} must be an integer >= limit ({limit}).")
-    return SearchPlan(mode, fusion, pair, None if diversity is None else float(diversity), candidates)
+    if search_params is not None and not isinstance(search_params, models.SearchParams):
+        raise InvalidArgumentError(
+            f"search_params={search_params!r} must be a qdrant_client.models.SearchParams, e.g. SearchParams("
+            "quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)), or None."
+        )
+    return SearchPlan(
+        mode, fusion, pair, None if diversity is None else float(diversity), candidates, params=search_params
+    )
 
 
 def check_queries(
@@ -145,17 +155,17 @@ def engine_searches(
     for i in range(len(texts)):
         base: Nearest | Fused
         if plan.mode == "dense":
-            base = Nearest(name, dense[i])
+            base = Nearest(name, dense[i], plan.params)
         elif plan.mode == "sparse":
             base = Nearest(SPARSE_NAME, lexical[i])
         else:
-            sources = (Nearest(name, dense[i]), Nearest(SPARSE_NAME, lexical[i]))
+            sources = (Nearest(name, dense[i], plan.params), Nearest(SPARSE_NAME, lexical[i]))
             base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
         if plan.diversity is None:
             searches.append(base)
         else:
             source = None if plan.mode == "dense" else base
-            searches.append(Diversified(name, dense[i], plan.diversity, plan.candidates, source))
+            searches.append(Diversified(name, dense[i], plan.diversity, plan.candidates, source, plan.params))
     return searches
 
 

@@ -53,6 +53,9 @@ def test_hybrid_search_and_a_dense_only_index(tmp_path: Path, capsys: pytest.Cap
         assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["c"]
     assert main(["search", "python", "--limit", "2", "--diversity", "0.5", "--json", *_engine(tmp_path)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+    tuned = ["--exact", "--rescore", "--oversampling", "2", "--limit", "1", "--json"]
+    assert main(["search", "sky", *tuned, *_engine(tmp_path)]) == 0
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["c"]
     dense_only = [*_engine(tmp_path), "--collection", "dense"]
     assert main([*index, "--no-sparse", *dense_only]) == 0
     assert main(["search", "sky", "--mode", "hybrid", *dense_only]) == 2
@@ -61,20 +64,31 @@ def test_hybrid_search_and_a_dense_only_index(tmp_path: Path, capsys: pytest.Cap
 
 def test_documents_are_indexed_in_chunks_and_found_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pages = [
-        {"page": "paris", "body": "Paris is the capital of France. " * 30, "lang": "en"},
-        {"page": "sky", "body": "The sky is blue because of Rayleigh scattering. " * 30, "lang": "en"},
+        {"page": "paris", "body": "Paris is the capital of France. " * 30, "lang": "en", "title": "Capitals"},
+        {
+            "page": "sky",
+            "body": "The sky is blue because of Rayleigh scattering. " * 30,
+            "lang": "en",
+            "title": "Weather",
+        },
     ]
     source = tmp_path / "pages.jsonl"
     source.write_text("".join(json.dumps(p) + "\n" for p in pages), encoding="utf-8")
     index = ["index", str(source), "--documents", "--text-field", "body", "--id-field", "page", "--chunk-tokens", "32"]
-    assert main([*index, *_engine(tmp_path)]) == 0
+    assert main([*index, "--context-field", "title", *_engine(tmp_path)]) == 0
     assert "2 records" in capsys.readouterr().err
     search = ["search", "why is the sky blue", "--documents", "--limit", "2", "--json", *_engine(tmp_path)]
     assert main(search) == 0
     hits = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert [h["id"] for h in hits] == ["sky", "paris"] and hits[0]["payload"] == {"lang": "en"}
+    assert [h["id"] for h in hits] == ["sky", "paris"] and hits[0]["payload"] == {"lang": "en", "title": "Weather"}
     chunk = hits[0]["chunks"][0]
     assert pages[1]["body"][chunk["start"] : chunk["end"]] == chunk["text"]
+    by_title = ["search", "weather", "--documents", "--mode", "sparse", "--json", *_engine(tmp_path)]
+    assert main(by_title) == 0  # the title was encoded with every chunk (BM25 too), though no chunk holds it
+    assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["sky"]
+    exact = ["search", "blue sky", "--documents", "--exact", "--hnsw-ef", "64", "--json", *_engine(tmp_path)]
+    assert main(exact) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[0])["id"] == "sky"
 
 
 def test_dedup_mines_pairs_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -94,6 +94,7 @@ def _index(args: argparse.Namespace) -> int:
                     records,
                     chunk_tokens=args.chunk_tokens,
                     overlap_tokens=args.overlap_tokens,
+                    context_field=args.context_field,
                     batch_size=args.batch_size,
                     on_conflict=args.on_conflict,
                 )
@@ -143,6 +144,16 @@ def _cross_encoder(args: argparse.Namespace) -> CrossEncoder | None:
     )
 
 
+def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
+    """The dense search's parameters from --exact, --hnsw-ef, --rescore/--no-rescore and --oversampling."""
+    quantization = None
+    if args.rescore is not None or args.oversampling is not None:
+        quantization = models.QuantizationSearchParams(rescore=args.rescore, oversampling=args.oversampling)
+    if not args.exact and args.hnsw_ef is None and quantization is None:
+        return None
+    return models.SearchParams(exact=args.exact, hnsw_ef=args.hnsw_ef, quantization=quantization)
+
+
 def _search_documents(args: argparse.Namespace) -> int:
     cross_encoder = _cross_encoder(args)
     with open_collection(args) as coll:
@@ -156,6 +167,7 @@ def _search_documents(args: argparse.Namespace) -> int:
                 fusion=args.fusion,
                 rerank=cross_encoder,
                 rerank_candidates=args.rerank_candidates,
+                search_params=_search_params(args),
             )
             for query in args.query
         ]
@@ -190,6 +202,7 @@ def _search(args: argparse.Namespace) -> int:
             diversity=args.diversity,
             rerank=_cross_encoder(args),
             rerank_candidates=args.rerank_candidates,
+            search_params=_search_params(args),
         )
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
@@ -263,6 +276,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--overlap-tokens", type=int, default=None, help="tokens shared by neighbouring chunks (default: 1/8 chunk)"
     )
     index.add_argument(
+        "--context-field",
+        default=None,
+        metavar="FIELD",
+        help="documents: a payload field (e.g. title) encoded with every chunk of its document, never stored in it",
+    )
+    index.add_argument(
         "--no-sparse",
         dest="sparse",
         action="store_false",
@@ -291,6 +310,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--rerank-candidates", type=int, default=50, help="hits the cross-encoder re-scores")
     search.add_argument(
         "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
+    )
+    search.add_argument("--exact", action="store_true", help="exact dense search (no HNSW): slow, the reference")
+    search.add_argument("--hnsw-ef", type=int, default=None, help="HNSW search breadth (default: the engine's)")
+    search.add_argument(
+        "--rescore",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="quantized collections: re-score the candidates with the original vectors (default: the engine's)",
+    )
+    search.add_argument(
+        "--oversampling", type=float, default=None, help="quantized collections: fetch this many times more candidates"
     )
     _add_engine_options(search)
     search.set_defaults(run=_search)

@@ -141,7 +141,7 @@ def _stage(query: SearchQuery, query_filter: models.Filter | None) -> dict[str, 
     """``query``/``using``/``prefetch`` arguments for one node of a search tree (the filter at every stage)."""
     if isinstance(query, Nearest):
         vector = _sparse(query.vector) if isinstance(query.vector, tuple) else query.vector
-        return {"query": vector, "using": query.using or None}
+        return {"query": vector, "using": query.using or None, "params": query.params}
     if isinstance(query, Fused):
         fusion: Any = (
             models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights) if query.weights else None))
@@ -153,6 +153,7 @@ def _stage(query: SearchQuery, query_filter: models.Filter | None) -> dict[str, 
     return {
         "query": models.NearestQuery(nearest=query.vector, mmr=mmr),
         "using": query.using or None,
+        "params": query.params,
         "prefetch": None if query.source is None else _prefetch(query.source, query.candidates, query_filter),
     }
 

@@ -68,6 +68,8 @@ class Nearest:
 
     using: str
     vector: list[float] | Sparse
+    #: HNSW ef, exact search, quantization rescoring and oversampling of a dense search (None: the engine's).
+    params: models.SearchParams | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class Diversified:
     diversity: float
     candidates: int
     source: Nearest | Fused | None = None
+    params: models.SearchParams | None = None
 
 
 #: One search, as a tree the engine runs: nearest, fused sources, or diversified candidates.

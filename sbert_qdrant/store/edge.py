@@ -294,7 +294,7 @@ def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
     """``query``/``prefetches`` arguments for one node of a search tree (the filter at every stage)."""
     if isinstance(query, Nearest):
         vector = qe.SparseVector(*query.vector) if isinstance(query.vector, tuple) else query.vector
-        return {"query": qe.Query.Nearest(vector, using=query.using)}
+        return {"query": qe.Query.Nearest(vector, using=query.using), "params": _params(query.params)}
     if isinstance(query, Fused):
         weights = list(query.weights) if query.weights else None
         fusion = qe.Fusion.Rrf(k=query.rrf_k, weights=weights) if query.fusion == "rrf" else qe.Fusion.Dbsf()
@@ -302,7 +302,23 @@ def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
     # Qdrant Edge's MMR takes lambda, the weight of relevance: 1 - diversity
     mmr = qe.Mmr(query.vector, 1.0 - query.diversity, query.candidates, using=query.using)
     sources = [] if query.source is None else [_prefetch(query.source, query.candidates, edge_filter)]
-    return {"query": mmr, "prefetches": sources}
+    return {"query": mmr, "prefetches": sources, "params": _params(query.params)}
+
+
+def _params(params: models.SearchParams | None) -> qe.SearchParams | None:
+    """A dense search's HNSW, exact and quantization settings, for Qdrant Edge."""
+    if params is None:
+        return None
+    quantization = params.quantization
+    return qe.SearchParams(
+        hnsw_ef=params.hnsw_ef,
+        exact=bool(params.exact),
+        quantization=None
+        if quantization is None
+        else qe.QuantizationSearchParams(
+            ignore=bool(quantization.ignore), rescore=quantization.rescore, oversampling=quantization.oversampling
+        ),
+    )
 
 
 def _prefetch(query: SearchQuery, limit: int, edge_filter: qe.Filter | None) -> qe.Prefetch:
