@@ -35,7 +35,6 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.testing": "testing",  # test support: tiny random encoders, fault-injecting clients
     "sbert_qdrant.cli": "cli",  # the sbert-qdrant command
     "sbert_qdrant.__main__": "cli",
-    "sbert_qdrant.integrations.mcp.__main__": "cli",  # python -m sbert_qdrant.integrations.mcp: the CLI's mcp verb
     "sbert_qdrant": "root",  # the public surface
 }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -271,3 +272,10 @@ async def test_stdio_subprocess(tmp_path: Path) -> None:
             await call(client, "qdrant-store", information=text)
         found = await call(client, "qdrant-find", query="where did I leave the car?")
     assert [e["text"] for e in found["entries"]] == [NOTES[2]]
+
+
+def test_the_command_line_works_without_the_extra() -> None:
+    """Without the SDK the command line builds, and ``sbert-qdrant mcp`` says what to install."""
+    blocked = "import sys; sys.modules['mcp'] = None; from sbert_qdrant.cli import main; sys.exit(main(['mcp']))"
+    run = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2 and "pip install 'sbert-qdrant[mcp]'" in run.stderr, run.stderr

@@ -1,45 +1,15 @@
-"""``sbert-qdrant mcp``: the MCP server for agents (the ``mcp`` extra), configured by the environment.
-
-The SDK is imported when the command runs, so the rest of the command line works without the extra.
-"""
+"""``sbert-qdrant mcp``: the MCP server for agents (the ``mcp`` extra), configured by the environment."""
 
 from __future__ import annotations
 
 import argparse
 
-from pydantic import ValidationError
-
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..integrations.mcp.command import DESCRIPTION, add_arguments, serve
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     mcp = commands.add_parser(
-        "mcp",
-        help="serve collections to agents over the Model Context Protocol (settings from the environment)",
-        description="Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the "
-        "environment: QDRANT_URL, QDRANT_API_KEY, QDRANT_LOCAL_PATH, COLLECTION_NAME, QDRANT_SEARCH_LIMIT, "
-        "QDRANT_READ_ONLY, EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, TOOL_STORE_DESCRIPTION and SBERT_QDRANT_* "
-        "(see the README's 'Use from an agent (MCP)').",
+        "mcp", help="serve collections to agents over the Model Context Protocol", description=DESCRIPTION
     )
-    mcp.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
-    mcp.add_argument("--host", default="127.0.0.1", help="streamable-http: address to listen on (default: 127.0.0.1)")
-    mcp.add_argument("--port", type=int, default=8000, help="streamable-http: port (default: 8000)")
-    mcp.set_defaults(run=_serve)
-
-
-def _serve(args: argparse.Namespace) -> int:
-    try:
-        from ..integrations.mcp import create_server
-    except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] != "mcp":
-            raise
-        raise UnsupportedError(f"the MCP server needs the mcp extra ({exc}): pip install 'sbert-qdrant[mcp]'.") from exc
-    try:
-        server = create_server()
-    except ValidationError as exc:
-        raise InvalidArgumentError(f"the MCP server's settings are not valid: {exc}") from exc
-    if args.transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host=args.host, port=args.port)
-    return 0
+    add_arguments(mcp)
+    mcp.set_defaults(run=serve)

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from ...cli import main
+from ...errors import SbertQdrantError
+from .command import DESCRIPTION, add_arguments, serve
 
-sys.exit(main(["mcp", *sys.argv[1:]]))
+parser = argparse.ArgumentParser(prog="python -m sbert_qdrant.integrations.mcp", description=DESCRIPTION)
+add_arguments(parser)
+try:
+    sys.exit(serve(parser.parse_args()))
+except SbertQdrantError as exc:
+    sys.exit(f"{parser.prog}: error: {exc}")

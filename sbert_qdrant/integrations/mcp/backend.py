@@ -1,24 +1,27 @@
 """What the tools share: the engine, the encoder (loaded once, in the background or on first use) and one open
-collection per name, each opened in its own layout (ours, or mcp-server-qdrant's, or the one the settings name)."""
+collection per name, each opened in its own layout (ours, or mcp-server-qdrant's, or the one the settings name).
+
+The encoder, the collections and qdrant-client are imported on first use (the model's in its loading thread), so
+that the server answers ``initialize`` and ``tools/list`` without waiting for torch.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from qdrant_client import AsyncQdrantClient
-
-from ...aio import AsyncTextCollection
-from ...encoder import CrossEncoder, SentenceEncoder
-from ...encoder.protocol import DocumentEncoder, TextEncoder
 from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
 from ...records import TEXT_KEY
-from ...store import EdgeStore
 from .settings import McpSettings
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from qdrant_client import AsyncQdrantClient
+
+    from ...aio import AsyncTextCollection
+    from ...encoder import CrossEncoder
+    from ...encoder.protocol import TextEncoder
 
 #: mcp-server-qdrant's payload field of the stored text.
 ANCHOR_TEXT_FIELD = "document"
@@ -60,9 +63,7 @@ class Backend:
         self, settings: McpSettings, encoder: TextEncoder | None = None, cross_encoder: CrossEncoder | None = None
     ) -> None:
         self.settings = settings
-        self._encoder = _Once(
-            lambda: SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision), encoder
-        )
+        self._encoder = _Once(self._load_encoder, encoder)
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
@@ -76,7 +77,15 @@ class Backend:
         """Load the model in the background (the server answers meanwhile)."""
         self._encoder.start()
 
+    def _load_encoder(self) -> TextEncoder:
+        from ...encoder import SentenceEncoder
+
+        settings = self.settings
+        return SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision)
+
     def _load_cross_encoder(self) -> CrossEncoder:
+        from ...encoder import CrossEncoder
+
         name = self.settings.rerank_model
         if name is None:
             raise InvalidArgumentError(
@@ -87,6 +96,8 @@ class Backend:
 
     async def check_length(self, text: str, what: str, fix: str) -> None:
         """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
+        from ...encoder.protocol import DocumentEncoder
+
         encoder = await self._encoder.get()
         if isinstance(encoder, DocumentEncoder):
             tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
@@ -99,6 +110,8 @@ class Backend:
 
     def _qdrant_client(self) -> AsyncQdrantClient | None:
         """The qdrant-client engine, when the settings name one (None: Qdrant Edge)."""
+        from qdrant_client import AsyncQdrantClient
+
         settings = self.settings
         if self._client is None and settings.local_path:
             self._client = AsyncQdrantClient(path=settings.local_path)
@@ -113,6 +126,8 @@ class Backend:
         client = self._qdrant_client()
         if client is not None:
             return sorted(c.name for c in (await client.get_collections()).collections)
+        from ...store import EdgeStore
+
         location = Path(self.settings.location).expanduser()
         if not location.is_dir():
             return []
@@ -121,6 +136,8 @@ class Backend:
 
     async def collection(self, name: str, existing: bool = False) -> AsyncTextCollection:
         """The collection ``name``, opened once (``existing``: it must exist, for reads)."""
+        from ...aio import AsyncTextCollection
+
         async with self._opening:
             opened = self._collections.get(name)
             if opened is None:
@@ -144,13 +161,16 @@ class Backend:
     async def _layout(self, name: str) -> tuple[str, str]:
         """(vector name, text field) of the collection: the settings', else mcp-server-qdrant's where the collection
         was written by it (its ``fast-<model>`` vector, the text under ``document``), else ours."""
+        from ...encoder import DEFAULT_MODEL
+
         settings = self.settings
         vector_name, text_field = settings.vector_name, settings.text_field
+        anchor_name = "fast-" + (settings.model or DEFAULT_MODEL).rstrip("/").split("/")[-1].lower()
         client = self._qdrant_client()
         if vector_name is None and client is not None and await client.collection_exists(name):
             vectors = (await client.get_collection(name)).config.params.vectors
-            if isinstance(vectors, dict) and "text" not in vectors and settings.anchor_vector_name in vectors:
-                vector_name, text_field = settings.anchor_vector_name, text_field or ANCHOR_TEXT_FIELD
+            if isinstance(vectors, dict) and "text" not in vectors and anchor_name in vectors:
+                vector_name, text_field = anchor_name, text_field or ANCHOR_TEXT_FIELD
         return vector_name or "text", text_field or TEXT_KEY
 
     async def close(self) -> None:

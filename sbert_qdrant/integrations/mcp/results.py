@@ -4,13 +4,16 @@ as readable text (entries in mcp-server-qdrant's ``<entry>`` format, so prompts 
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from ...documents import DocumentHit
-from ...records import Hit, Key
+from ...records import Key
+
+if TYPE_CHECKING:
+    from ...documents import DocumentHit
+    from ...records import Hit
 
 
 class Entry(BaseModel):

@@ -13,21 +13,24 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
-from qdrant_client import models
 
-from ...encoder import CrossEncoder
-from ...encoder.protocol import TextEncoder
 from ...errors import InvalidArgumentError, SbertQdrantError
 from ...records import Hit, Key
 from . import results
 from .backend import Backend
 from .settings import McpSettings
+
+if TYPE_CHECKING:
+    from qdrant_client import models
+
+    from ...encoder import CrossEncoder
+    from ...encoder.protocol import TextEncoder
 
 Tool = Callable[..., Awaitable[CallToolResult]]
 
@@ -247,6 +250,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
 
 
 def _filter(query_filter: dict[str, Any] | None) -> models.Filter | None:
+    from qdrant_client import models
+
     if query_filter is None:
         return None
     try:

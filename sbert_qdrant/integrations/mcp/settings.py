@@ -5,7 +5,6 @@ from __future__ import annotations
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from ...encoder import DEFAULT_MODEL
 from ...settings import Settings
 
 DEFAULT_FIND_DESCRIPTION = (
@@ -76,8 +75,3 @@ class McpSettings(Settings):
                 "(a local-mode folder, or a Qdrant server)."
             )
         return self
-
-    @property
-    def anchor_vector_name(self) -> str:
-        """The vector name mcp-server-qdrant gives this model's vectors (``fast-all-minilm-l6-v2``)."""
-        return "fast-" + (self.model or DEFAULT_MODEL).rstrip("/").split("/")[-1].lower()
