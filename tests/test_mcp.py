@@ -109,6 +109,42 @@ async def test_tools_list_answers_before_the_model_loads_and_a_load_failure_is_a
         assert "no-such-model" in await error(client, "qdrant-find", query="birthday", collection_name="notes")
 
 
+def test_settings_read_mcp_server_qdrants_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = {
+        "QDRANT_URL": ":memory:",
+        "QDRANT_API_KEY": "secret",
+        "COLLECTION_NAME": "memories",
+        "QDRANT_SEARCH_LIMIT": "3",
+        "QDRANT_READ_ONLY": "true",
+        "EMBEDDING_MODEL": "sentence-transformers/all-MiniLM-L6-v2",
+        "TOOL_FIND_DESCRIPTION": "find it",
+        "TOOL_STORE_DESCRIPTION": "keep it",
+        "SBERT_QDRANT_RERANK_MODEL": "my-cross-encoder",
+    }
+    for name, value in names.items():
+        monkeypatch.setenv(name, value)
+    settings = McpSettings()
+    assert settings.qdrant_url == ":memory:" and settings.qdrant_api_key is not None
+    assert settings.qdrant_api_key.get_secret_value() == "secret" and "secret" not in repr(settings)
+    assert (settings.collection_name, settings.search_limit, settings.read_only) == ("memories", 3, True)
+    assert settings.model == "sentence-transformers/all-MiniLM-L6-v2" and settings.rerank_model == "my-cross-encoder"
+    assert (settings.tool_find_description, settings.tool_store_description) == ("find it", "keep it")
+    monkeypatch.setenv("QDRANT_LOCAL_PATH", "/tmp/local")
+    with pytest.raises(ValueError, match="QDRANT_LOCAL_PATH='/tmp/local' and QDRANT_URL=':memory:' are both set"):
+        McpSettings()
+
+
+async def test_qdrant_client_engine_lists_its_collections(tiny: SentenceEncoder) -> None:
+    settings = McpSettings(qdrant_url=":memory:", search_limit=2)
+    async with mcp.Client(create_server(settings, encoder=tiny)) as client:
+        assert (await call(client, "qdrant-list-collections"))["collections"] == []
+        for name in ("b-notes", "a-notes"):
+            for text in NOTES:
+                await call(client, "qdrant-store", information=text, collection_name=name)
+        assert (await call(client, "qdrant-list-collections"))["collections"] == ["a-notes", "b-notes"]
+        assert len((await call(client, "qdrant-find", query="car", collection_name="a-notes"))["entries"]) == 2
+
+
 @pytest.mark.slow
 async def test_store_find_count_duplicates_delete(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
     async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:

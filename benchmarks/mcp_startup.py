@@ -1,0 +1,140 @@
+"""The MCP server as an agent meets it, over stdio, each figure beside its anchor, in one run on this machine.
+
+1. Start-up: a fresh ``python -m sbert_qdrant.integrations.mcp`` per run (median of ``--runs``): seconds from spawn
+   to the answer to ``initialize``, then to ``tools/list`` (target: < 1 s; clients give up after 10-30 s). Anchors:
+   what the process imports before it can answer (a bare ``python``, ``import mcp.server.mcpserver``,
+   ``import sbert_qdrant``), each timed in a fresh process.
+2. The first ``qdrant-find``, sent right after ``tools/list`` (the model loads in the background from the start, so
+   what is left of its load is included), vs ``SentenceEncoder.load`` in-process.
+3. Steady state: ``qdrant-find`` p50/p95 over ``--queries`` real questions on ``--points`` real sentences in
+   embedded Qdrant Edge (the second pass: the first warms the encoder for each query's length), vs ``search_text``
+   in-process on the same collection and model, same passes (the difference: the protocol's cost).
+
+    python benchmarks/mcp_startup.py --data ../shared/data [--points 2000] [--queries 50] [--runs 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import mcp
+import numpy as np
+from _data import cpu_summary, read_corpus
+from mcp.client.stdio import stdio_client
+
+from sbert_qdrant.aio import AsyncTextCollection
+from sbert_qdrant.collection import TextCollection
+from sbert_qdrant.encoder import SentenceEncoder
+
+COLLECTION = "bench"
+
+
+def import_seconds(code: str, runs: int) -> float:
+    """Median wall time of a fresh ``python -c code``."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def one_server(location: Path, queries: list[str], steady: bool) -> dict[str, Any]:
+    """Spawn the server, time initialize, tools/list, the first find and (``steady``) every query after it."""
+    env = {**os.environ, "SBERT_QDRANT_LOCATION": str(location), "COLLECTION_NAME": COLLECTION}
+    params = mcp.StdioServerParameters(command=sys.executable, args=["-m", "sbert_qdrant.integrations.mcp"], env=env)
+    figures: dict[str, Any] = {}
+    with open(os.devnull, "w") as quiet:
+        start = time.perf_counter()
+        async with mcp.Client(stdio_client(params, errlog=quiet), mode="legacy", cache=None) as client:
+            figures["initialize"] = time.perf_counter() - start
+            tools = await client.list_tools()
+            figures["tools/list"] = time.perf_counter() - start
+            figures["tools"] = len(tools.tools)
+            began = time.perf_counter()
+            first = await client.call_tool("qdrant-find", {"query": queries[0]})
+            figures["first find"] = time.perf_counter() - began
+            if first.is_error:
+                raise SystemExit(f"qdrant-find failed: {first.content[0].text}")
+            latencies = []
+            for timed in (False, True) if steady else ():  # a first pass warms the encoder for each query's length
+                for query in queries[1:]:
+                    began = time.perf_counter()
+                    await client.call_tool("qdrant-find", {"query": query})
+                    if timed:
+                        latencies.append(time.perf_counter() - began)
+            figures["latencies"] = latencies
+    return figures
+
+
+async def in_process(location: Path, queries: list[str]) -> tuple[float, list[float]]:
+    """(seconds to load the model, search_text latencies) in this process, on the collection the server used, through
+    the same AsyncTextCollection the server calls."""
+    start = time.perf_counter()
+    encoder = SentenceEncoder.load()
+    load = time.perf_counter() - start
+    latencies = []
+    async with AsyncTextCollection(COLLECTION, encoder, location=location) as collection:
+        for timed in (False, True):  # the same passes as over stdio
+            for query in queries[1:]:
+                began = time.perf_counter()
+                await collection.search_text(query)
+                if timed:
+                    latencies.append(time.perf_counter() - began)
+    return load, latencies
+
+
+def ms(values: list[float], q: float) -> str:
+    return f"{1000 * float(np.quantile(values, q)):7.1f} ms"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, required=True, help="the shared data folder (quora, nli, stsb)")
+    parser.add_argument("--points", type=int, default=2000, help="sentences in the collection")
+    parser.add_argument("--queries", type=int, default=50, help="finds for the steady-state latency")
+    parser.add_argument("--runs", type=int, default=3, help="server start-ups (medians reported)")
+    args = parser.parse_args()
+    print(f"CPU: {cpu_summary()}; python {sys.version.split()[0]}, mcp {version('mcp')}")
+    sentences = read_corpus(args.data, args.points + args.queries)
+    texts, queries = sentences[: args.points], sentences[args.points :]
+    with tempfile.TemporaryDirectory() as folder:
+        location = Path(folder)
+        with TextCollection(COLLECTION, SentenceEncoder.load(), location=location) as collection:
+            collection.upsert_texts(texts)
+            collection.optimize()
+        runs = [asyncio.run(one_server(location, queries, steady=i == 0)) for i in range(args.runs)]
+        load, direct = asyncio.run(in_process(location, queries))
+    bare = import_seconds("pass", args.runs)
+    sdk = import_seconds("import mcp.server.mcpserver", args.runs)
+    package = import_seconds("import sbert_qdrant", args.runs)
+
+    def median(key: str) -> float:
+        return statistics.median(r[key] for r in runs)
+
+    print(f"\n1. start-up over stdio, median of {args.runs} fresh servers ({runs[0]['tools']} tools listed)")
+    print(f"   spawn -> initialize answered   {median('initialize'):6.2f} s   (target < 1 s)")
+    print(f"   spawn -> tools/list answered   {median('tools/list'):6.2f} s")
+    print(f"   anchors, fresh process: python {bare:.2f} s | import mcp.server.mcpserver {sdk:.2f} s | ", end="")
+    print(f"import sbert_qdrant {package:.2f} s")
+    print("\n2. first qdrant-find after tools/list (rest of the background model load included)")
+    print(f"   first find {median('first find'):6.2f} s   vs SentenceEncoder.load in-process {load:.2f} s")
+    steady = runs[0]["latencies"]
+    print(f"\n3. steady state, {len(steady)} finds on {len(texts)} sentences (Qdrant Edge)")
+    print(f"   qdrant-find over stdio   p50 {ms(steady, 0.5)}   p95 {ms(steady, 0.95)}")
+    print(f"   search_text in-process   p50 {ms(direct, 0.5)}   p95 {ms(direct, 0.95)}")
+    print(f"   protocol cost at p50: {1000 * (np.median(steady) - np.median(direct)):+.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
