@@ -24,9 +24,11 @@ from ._schema import (
     Kind,
     OnConflict,
     holds_documents,
+    paused_indexing,
     stored_threshold,
     with_calibration,
     with_documents,
+    with_paused_indexing,
 )
 from ._search import (
     SearchMode,
@@ -179,13 +181,29 @@ class AsyncTextCollection(AsyncDocuments):
                 self._documents = False
             self._ready = True
 
-    async def _ensure_documents(self) -> None:
-        """Create the collection if needed and record, before the first chunk is written, that it holds documents."""
+    async def _ensure_writable(self, bulk: bool, documents: bool = False) -> None:
+        """Create the collection if needed; record, before the first chunk is written, that it holds documents;
+        for a bulk load, pause the engine's background indexing (recorded too, so that ``optimize`` restores it
+        even after a crash)."""
         await self._ensure(create=True)
-        if not self._documents:
-            current = await self._store.metadata(self.collection_name)
-            await self._store.update_metadata(self.collection_name, with_documents(current))
+        name = self.collection_name
+        if documents and not self._documents:
+            await self._store.update_metadata(name, with_documents(await self._store.metadata(name)))
             self._documents = True
+        threshold = await self._store.indexing_threshold(name) if bulk else None
+        if threshold is None:
+            return  # not a bulk load, or an engine without background indexing
+        current = await self._store.metadata(name)
+        if paused_indexing(current) is None and threshold != 0:
+            await self._store.update_metadata(name, with_paused_indexing(current, threshold))
+        await self._store.set_indexing_threshold(name, 0)
+
+    async def _finish(self, bulk: bool) -> None:
+        """End a bulk load: every write applied, background indexing restored, the index built."""
+        if bulk:
+            # A point operation with wait=True returns once every earlier write of each shard's queue is applied.
+            await self._store.delete(self.collection_name, None, _NOTHING, True)
+            await self.optimize()
 
     def _texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
         """The filter of a text read: chunks left out when the collection holds documents."""
@@ -201,9 +219,16 @@ class AsyncTextCollection(AsyncDocuments):
         await self._store.create_payload_index(self.collection_name, field_name, schema)
 
     async def optimize(self) -> None:
-        """After a bulk load: Edge builds its HNSW index now; a server is waited on until green."""
+        """After a load: Edge builds its HNSW index now; a server gets back the background indexing a bulk load
+        paused (also one that crashed) and is waited on until green."""
         await self._ensure(create=False)
-        await self._store.optimize(self.collection_name)
+        name = self.collection_name
+        current = await self._store.metadata(name)
+        paused = paused_indexing(current)
+        if paused is not None:
+            await self._store.set_indexing_threshold(name, paused)
+            await self._store.update_metadata(name, with_paused_indexing(current, None))
+        await self._store.optimize(name)
 
     async def delete_collection(self) -> None:
         """Drop the collection and everything in it."""
@@ -235,6 +260,7 @@ class AsyncTextCollection(AsyncDocuments):
         *,
         vectors: Sequence[Any] | None = None,
         vectors_from: str | None = None,
+        bulk: bool = False,
     ) -> UpsertResult:
         """Embed and store texts; returns one id per record: yours, else the one derived from its text.
 
@@ -247,17 +273,24 @@ class AsyncTextCollection(AsyncDocuments):
         ``vectors_from=`` the identity of the encoder that made them (``encoder.identity``; another model's is
         refused): ``vectors`` holds one per text of a list, or each record carries its ``vector``. They are checked
         (size, finite, unit length when the encoder normalizes); BM25 is computed here from the text.
+
+        ``bulk=True`` loads many points into a server fast: background indexing paused during the load, writes not
+        waited on one by one, then one wait for all of them and the index built once (``optimize``; a crashed bulk
+        load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
+        ``optimize()`` only, so there it just builds the index at the end.
         """
         config = self._config
         batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
         shape = config.given_vectors(vectors_from, vectors)
         pipeline = Pipeline(
             self.collection_name,
-            partial(self._plan_texts, on_conflict=on_conflict, wait=wait),
-            partial(self._ensure, True),
+            partial(self._plan_texts, on_conflict=on_conflict, wait=wait and not bulk),
+            partial(self._ensure_writable, bulk),
             show_progress(config, show_progress_bar),
         )
-        return await pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
+        result = await pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
+        await self._finish(bulk)
+        return result
 
     async def _plan_texts(
         self, batch: tuple[list[CheckedRecord], list[CheckedRecord]], on_conflict: OnConflict, wait: bool
@@ -460,6 +493,10 @@ class AsyncTextCollection(AsyncDocuments):
         async for page in pages:
             records.extend(page)
         return await run_blocking(most_similar_pairs, self._config, records, cut, top_k, limit, block_size)
+
+
+#: Matches no point: the filter of the barrier write that ends a bulk load.
+_NOTHING = models.Filter(must=[models.HasIdCondition(has_id=["00000000-0000-0000-0000-000000000000"])])
 
 
 def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:

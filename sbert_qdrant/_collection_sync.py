@@ -26,9 +26,11 @@ from ._schema import (
     Kind,
     OnConflict,
     holds_documents,
+    paused_indexing,
     stored_threshold,
     with_calibration,
     with_documents,
+    with_paused_indexing,
 )
 from ._search import (
     SearchMode,
@@ -181,13 +183,29 @@ class TextCollection(Documents):
                 self._documents = False
             self._ready = True
 
-    def _ensure_documents(self) -> None:
-        """Create the collection if needed and record, before the first chunk is written, that it holds documents."""
+    def _ensure_writable(self, bulk: bool, documents: bool = False) -> None:
+        """Create the collection if needed; record, before the first chunk is written, that it holds documents;
+        for a bulk load, pause the engine's background indexing (recorded too, so that ``optimize`` restores it
+        even after a crash)."""
         self._ensure(create=True)
-        if not self._documents:
-            current = self._store.metadata(self.collection_name)
-            self._store.update_metadata(self.collection_name, with_documents(current))
+        name = self.collection_name
+        if documents and not self._documents:
+            self._store.update_metadata(name, with_documents(self._store.metadata(name)))
             self._documents = True
+        threshold = self._store.indexing_threshold(name) if bulk else None
+        if threshold is None:
+            return  # not a bulk load, or an engine without background indexing
+        current = self._store.metadata(name)
+        if paused_indexing(current) is None and threshold != 0:
+            self._store.update_metadata(name, with_paused_indexing(current, threshold))
+        self._store.set_indexing_threshold(name, 0)
+
+    def _finish(self, bulk: bool) -> None:
+        """End a bulk load: every write applied, background indexing restored, the index built."""
+        if bulk:
+            # A point operation with wait=True returns once every earlier write of each shard's queue is applied.
+            self._store.delete(self.collection_name, None, _NOTHING, True)
+            self.optimize()
 
     def _texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
         """The filter of a text read: chunks left out when the collection holds documents."""
@@ -203,9 +221,16 @@ class TextCollection(Documents):
         self._store.create_payload_index(self.collection_name, field_name, schema)
 
     def optimize(self) -> None:
-        """After a bulk load: Edge builds its HNSW index now; a server is waited on until green."""
+        """After a load: Edge builds its HNSW index now; a server gets back the background indexing a bulk load
+        paused (also one that crashed) and is waited on until green."""
         self._ensure(create=False)
-        self._store.optimize(self.collection_name)
+        name = self.collection_name
+        current = self._store.metadata(name)
+        paused = paused_indexing(current)
+        if paused is not None:
+            self._store.set_indexing_threshold(name, paused)
+            self._store.update_metadata(name, with_paused_indexing(current, None))
+        self._store.optimize(name)
 
     def delete_collection(self) -> None:
         """Drop the collection and everything in it."""
@@ -237,6 +262,7 @@ class TextCollection(Documents):
         *,
         vectors: Sequence[Any] | None = None,
         vectors_from: str | None = None,
+        bulk: bool = False,
     ) -> UpsertResult:
         """Embed and store texts; returns one id per record: yours, else the one derived from its text.
 
@@ -249,17 +275,24 @@ class TextCollection(Documents):
         ``vectors_from=`` the identity of the encoder that made them (``encoder.identity``; another model's is
         refused): ``vectors`` holds one per text of a list, or each record carries its ``vector``. They are checked
         (size, finite, unit length when the encoder normalizes); BM25 is computed here from the text.
+
+        ``bulk=True`` loads many points into a server fast: background indexing paused during the load, writes not
+        waited on one by one, then one wait for all of them and the index built once (``optimize``; a crashed bulk
+        load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
+        ``optimize()`` only, so there it just builds the index at the end.
         """
         config = self._config
         batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
         shape = config.given_vectors(vectors_from, vectors)
         pipeline = Pipeline(
             self.collection_name,
-            partial(self._plan_texts, on_conflict=on_conflict, wait=wait),
-            partial(self._ensure, True),
+            partial(self._plan_texts, on_conflict=on_conflict, wait=wait and not bulk),
+            partial(self._ensure_writable, bulk),
             show_progress(config, show_progress_bar),
         )
-        return pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
+        result = pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
+        self._finish(bulk)
+        return result
 
     def _plan_texts(
         self, batch: tuple[list[CheckedRecord], list[CheckedRecord]], on_conflict: OnConflict, wait: bool
@@ -462,6 +495,10 @@ class TextCollection(Documents):
         for page in pages:
             records.extend(page)
         return run_blocking(most_similar_pairs, self._config, records, cut, top_k, limit, block_size)
+
+
+#: Matches no point: the filter of the barrier write that ends a bulk load.
+_NOTHING = models.Filter(must=[models.HasIdCondition(has_id=["00000000-0000-0000-0000-000000000000"])])
 
 
 def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:

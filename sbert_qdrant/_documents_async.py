@@ -60,7 +60,9 @@ class _AsyncHost(Protocol):
 
     async def _ensure(self, create: bool) -> None: ...
 
-    async def _ensure_documents(self) -> None: ...
+    async def _ensure_writable(self, bulk: bool, documents: bool = False) -> None: ...
+
+    async def _finish(self, bulk: bool) -> None: ...
 
 
 class AsyncDocuments:
@@ -82,6 +84,7 @@ class AsyncDocuments:
         context_field: str | None = None,
         vectors: Sequence[Any] | None = None,
         vectors_from: str | None = None,
+        bulk: bool = False,
     ) -> UpsertResult:
         """Chunk, embed and store documents; returns one id per document (yours, else derived from its text).
 
@@ -94,7 +97,8 @@ class AsyncDocuments:
         them); an unchanged one is not re-encoded. ``on_conflict="skip"`` leaves any stored version alone.
         ``documents`` takes the same shapes as ``upsert_texts``' texts; ``batch_size`` counts chunks. Chunk vectors
         encoded elsewhere come as in ``upsert_texts``, one array per document with a row per input of
-        ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``.
+        ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
+        ``upsert_texts``.
         """
         config = self._config
         batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
@@ -103,12 +107,14 @@ class AsyncDocuments:
         records = checked_batches(documents, ids, payloads, max(1, batch // 8), vectors, shape)
         pipeline = Pipeline(
             config.collection_name,
-            partial(_plan, self, on_conflict=on_conflict, wait=wait),
-            self._ensure_documents,
+            partial(_plan, self, on_conflict=on_conflict, wait=wait and not bulk),
+            partial(self._ensure_writable, bulk, documents=True),
             show_progress(config, show_progress_bar),
             unit="document",
         )
-        return await pipeline.run(_groups(records, chunking.prepare, batch))
+        result = await pipeline.run(_groups(records, chunking.prepare, batch))
+        await self._finish(bulk)
+        return result
 
     async def delete_documents(self: _AsyncHost, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""

@@ -233,6 +233,20 @@ def with_documents(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return {_METADATA_KEY: ours(metadata) | {"documents": True}}
 
 
+def paused_indexing(metadata: Mapping[str, Any]) -> int | None:
+    """The indexing threshold a bulk load paused (to restore), None when indexing is not paused."""
+    value = ours(metadata).get("paused_indexing_threshold")
+    return None if value is None else int(value)
+
+
+def with_paused_indexing(metadata: Mapping[str, Any], threshold: int | None) -> dict[str, Any]:
+    """The collection's metadata update that records (or, with None, clears) a paused indexing threshold."""
+    updated = {k: v for k, v in ours(metadata).items() if k != "paused_indexing_threshold"}
+    if threshold is not None:
+        updated["paused_indexing_threshold"] = threshold
+    return {_METADATA_KEY: updated}
+
+
 def with_calibration(metadata: Mapping[str, Any], calibration: Calibration) -> dict[str, Any]:
     """The collection's metadata update that stores a calibration."""
     updated = ours(metadata) | {"duplicate_threshold": calibration.threshold, "calibration": vars(calibration)}

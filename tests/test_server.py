@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from flavours import FLAVOURS, Engines
+from test_bulk import test_a_bulk_load_stores_what_a_plain_one_does  # noqa: F401  (re-run here)
 from test_collection import (  # noqa: F401  (re-run here against the server)
     test_a_uuid_id_is_its_own_point_id,
     test_bad_input_writes_nothing,
@@ -77,3 +78,22 @@ def test_ingestion_survives_a_server_restart(tiny_encoder: SentenceEncoder) -> N
         writer.join(timeout=600)
         assert not writer.is_alive() and coll.count() == len(texts)
         coll.delete_collection()
+
+
+def test_a_bulk_load_pauses_the_servers_indexing_and_restores_it(tiny_encoder: SentenceEncoder) -> None:
+    from qdrant_client import QdrantClient
+
+    name = f"sbq_test_bulk_{uuid.uuid4().hex[:8]}"
+    client = QdrantClient(url=URL)
+    try:
+        with TextCollection(name, tiny_encoder, url=URL) as coll:
+            coll.upsert_texts(["first"])
+            before = client.get_collection(name).config.optimizer_config.indexing_threshold
+            result = coll.upsert_texts([f"text {i}" for i in range(3000)], batch_size=500, bulk=True)
+            assert result.written == 3000 and coll.count() == 3001
+            info = client.get_collection(name)
+            assert info.config.optimizer_config.indexing_threshold == before
+            assert info.status == "green"
+    finally:
+        client.delete_collection(name)
+        client.close()

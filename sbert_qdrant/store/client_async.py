@@ -181,6 +181,16 @@ class AsyncClientStore:
                 raise StoreError(f"collection {name!r} was not green after {self.optimize_timeout:.0f} s of indexing.")
             await asyncio.sleep(0.5)
 
+    async def indexing_threshold(self, name: str) -> int | None:
+        if self.local:
+            return None  # local mode searches exactly and builds no index
+        info = await self._call(f"get_collection({name!r})", "get_collection", name)
+        return info.config.optimizer_config.indexing_threshold
+
+    async def set_indexing_threshold(self, name: str, threshold: int) -> None:
+        optimizers = models.OptimizersConfigDiff(indexing_threshold=threshold)
+        await self._call(f"update_collection({name!r})", "update_collection", name, optimizers_config=optimizers)
+
     async def close(self) -> None:
         if self.close_client:
             await self.client.close()

@@ -178,6 +178,16 @@ class ClientStore:
                 raise StoreError(f"collection {name!r} was not green after {self.optimize_timeout:.0f} s of indexing.")
             time.sleep(0.5)
 
+    def indexing_threshold(self, name: str) -> int | None:
+        if self.local:
+            return None  # local mode searches exactly and builds no index
+        info = self._call(f"get_collection({name!r})", "get_collection", name)
+        return info.config.optimizer_config.indexing_threshold
+
+    def set_indexing_threshold(self, name: str, threshold: int) -> None:
+        optimizers = models.OptimizersConfigDiff(indexing_threshold=threshold)
+        self._call(f"update_collection({name!r})", "update_collection", name, optimizers_config=optimizers)
+
     def close(self) -> None:
         if self.close_client:
             self.client.close()

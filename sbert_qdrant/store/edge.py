@@ -17,7 +17,7 @@ import numpy as np
 import qdrant_edge as qe
 from qdrant_client import models
 
-from ..errors import InvalidArgumentError, StoreError, StoreInUseError
+from ..errors import InvalidArgumentError, StoreError, StoreInUseError, UnsupportedError
 from .base import (
     CollectionSpec,
     ExistingCollection,
@@ -272,6 +272,12 @@ class EdgeStore:
         opened = self._shard(name)
         with opened.write_lock:
             _engine_call(f"optimize of {name!r}", opened.shard.optimize)
+
+    def indexing_threshold(self, name: str) -> int | None:
+        return None  # Qdrant Edge builds its index when optimize() asks, never in the background
+
+    def set_indexing_threshold(self, name: str, threshold: int) -> None:
+        raise UnsupportedError("Qdrant Edge has no background indexing to pause; it indexes on optimize().")
 
     def _release(self, name: str) -> None:
         opened = self._mine.pop(name, None)

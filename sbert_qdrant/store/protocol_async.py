@@ -91,4 +91,11 @@ class AsyncVectorStore(Protocol):
     async def optimize(self, name: str) -> None:
         """Make the collection fast to search (Edge: build HNSW; a server: wait until it is green)."""
 
+    async def indexing_threshold(self, name: str) -> int | None:
+        """Size (KB of vectors) from which the engine indexes a segment in the background; None for an engine that
+        indexes only when asked (Qdrant Edge) or never (local mode)."""
+
+    async def set_indexing_threshold(self, name: str, threshold: int) -> None:
+        """Set it (0: no background indexing, for a bulk load)."""
+
     async def close(self) -> None: ...
