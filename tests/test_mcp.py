@@ -292,6 +292,8 @@ async def test_a_collection_in_mcp_server_qdrants_layout_is_searchable_and_read_
         assert [e["text"] for e in only["entries"]] == [NOTES[0]]
         assert (await call(client, "qdrant-count"))["count"] == 3
         assert "another tool wrote" in await error(client, "qdrant-store", information="a new memory")
+        assert "another tool wrote" in await error(client, "qdrant-delete", ids=[found["entries"][0]["id"]])
+        assert (await call(client, "qdrant-count"))["count"] == 3
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
+from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError, UnsupportedError
 from ...records import TEXT_KEY
 from .settings import McpSettings
 
@@ -67,6 +67,8 @@ class Backend:
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
+        #: Collections opened in another tool's layout, with their text field.
+        self._foreign: dict[str, str] = {}
         self._opening = asyncio.Lock()
 
     @property
@@ -134,8 +136,9 @@ class Backend:
         edge = EdgeStore(location)
         return sorted(p.name for p in location.iterdir() if p.is_dir() and edge.describe(p.name) is not None)
 
-    async def collection(self, name: str, existing: bool = False) -> AsyncTextCollection:
-        """The collection ``name``, opened once (``existing``: it must exist, for reads)."""
+    async def collection(self, name: str, *, existing: bool = False, write: bool = False) -> AsyncTextCollection:
+        """The collection ``name``, opened once; ``existing``: it must exist (reads, deletes); ``write``: it must be
+        ours (another tool's collection is read-only, deletes included)."""
         from ...aio import AsyncTextCollection
 
         async with self._opening:
@@ -151,6 +154,13 @@ class Backend:
                     name, encoder, vector_name=vector_name, text_field=text_field, settings=self.settings, **engine
                 )
                 self._collections[name] = opened
+                if text_field != TEXT_KEY:
+                    self._foreign[name] = text_field
+        if write and name in self._foreign:
+            raise UnsupportedError(
+                f"collection {name!r} is one another tool wrote (its text under {self._foreign[name]!r}), read-only "
+                "here; write to a collection of sbert-qdrant's own (another collection_name)."
+            )
         if existing and not await opened.exists():
             raise CollectionNotFoundError(
                 f"collection {name!r} does not exist; qdrant-store creates it, qdrant-list-collections lists the "

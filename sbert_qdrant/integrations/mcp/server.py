@@ -135,7 +135,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         metadata: Metadata = None,
         id: Id = None,
     ) -> Annotated[CallToolResult, results.Stored]:
-        collection = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name, write=True)
         await backend.check_length(information, "information", "store it with qdrant-store-document instead")
         ids = await collection.upsert_texts(
             [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
@@ -154,7 +154,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 f"document is {len(document)} characters long, more than this server takes "
                 f"({settings.max_document_chars}, SBERT_QDRANT_MAX_DOCUMENT_CHARS); split it into parts."
             )
-        collection = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name, write=True)
         ids = await collection.upsert_documents(
             [document], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
         )
@@ -200,7 +200,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
-        collection = await backend.collection(collection_name, existing=True)
+        collection = await backend.collection(collection_name, existing=True, write=True)
         await collection.delete_texts(ids)
         await collection.delete_documents(ids)
         text = f"Deleted {len(ids)} id(s) from collection {collection_name} (unknown ones are ignored)"
