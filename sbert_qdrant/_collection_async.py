@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, Literal
 
@@ -19,6 +20,7 @@ from ._filters import engine_filter
 from ._pipeline_async import Pipeline, Step
 from ._runtime_async import Lock, run_blocking
 from ._schema import (
+    _NAME,
     KINDS,
     CollectionSettings,
     Kind,
@@ -43,7 +45,7 @@ from ._search import (
 )
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
-from .documents import chunks_only, first_chunks_only, texts_only
+from .documents import chunks_only, encoded_text, first_chunks_only, texts_only
 from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
@@ -296,7 +298,18 @@ class AsyncTextCollection(AsyncDocuments):
         self, batch: tuple[list[CheckedRecord], list[CheckedRecord]], on_conflict: OnConflict, wait: bool
     ) -> Step:
         every, keep = batch
-        points = [text_point(record) for record in keep]
+        return await self._plan_points([r.id for r in every], [text_point(r) for r in keep], on_conflict, wait)
+
+    async def _plan_copies(self, batch: list[StoredRecord], on_conflict: OnConflict, wait: bool) -> Step:
+        """The write of stored points of another collection, re-encoded (``reembed``)."""
+        points = [PreparedPoint(r.id, r.id, encoded_text(r.payload or {}), dict(r.payload or {})) for r in batch]
+        return await self._plan_points([r.id for r in batch], points, on_conflict, wait)
+
+    async def _plan_points(
+        self, ids: list[Key], points: list[PreparedPoint], on_conflict: OnConflict, wait: bool
+    ) -> Step:
+        """The write of a batch: ``ids`` of every record in it, ``points`` those to write unless already stored
+        (``on_conflict="skip"``)."""
         if on_conflict == "skip" and points:
             stored = await self._store.existing_ids(self.collection_name, [p.point_id for p in points])
             todo = [p for p in points if p.point_id not in stored]
@@ -304,7 +317,7 @@ class AsyncTextCollection(AsyncDocuments):
             todo = points
         writing = {p.point_id for p in todo}
         return Step(
-            ids=[record.id for record in every],
+            ids=ids,
             writes=[p.id for p in todo],
             stored=[p.id for p in points if p.point_id not in writing],
             encode=partial(point_vectors, self._config, self._bm25, [p.text for p in todo], _given(todo)),
@@ -315,6 +328,75 @@ class AsyncTextCollection(AsyncDocuments):
         if vectors is not None:
             ids, payloads = [p.point_id for p in points], [p.payload for p in points]
             await self._store.upsert(self.collection_name, ids, vectors, payloads, wait)
+
+    async def reembed(
+        self,
+        collection_name: str,
+        encoder: TextEncoder,
+        *,
+        batch_size: int | None = None,
+        on_conflict: OnConflict = "overwrite",
+        bulk: bool = False,
+        show_progress_bar: bool | None = None,
+    ) -> UpsertResult:
+        """Copy every text and document into the collection ``collection_name`` (on the same engine), encoded by
+        ``encoder``: the same ids, payloads and chunks (each re-encoded with its document's context), BM25 with
+        this collection's settings, the collection created with this one's; returns the point ids written (texts
+        and chunks). Re-running resumes (``on_conflict="skip"``). This collection is left as it is: move readers
+        with ``set_alias`` (atomic, on a server or local mode) or, on Qdrant Edge, by opening the new name, then
+        ``delete_collection`` it. A calibrated duplicate threshold is not copied (it belongs to the old model).
+        Holds every point's payload (not its vector) in memory while it copies.
+        """
+        config = self._config
+        config.require_writable()
+        batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
+        if collection_name == self.collection_name:
+            raise InvalidArgumentError(
+                f"collection_name={collection_name!r} is this collection; re-embed into a new one, then move readers."
+            )
+        target = type(self)(
+            collection_name,
+            encoder,
+            store=self._store,
+            vector_name=config.vector_name,
+            sparse=None,  # set below: this collection's BM25 settings, once known
+            distance=config.distance,
+            on_disk=config.on_disk,
+            hnsw=config.hnsw,
+            quantization=config.quantization,
+            shard_number=config.shard_number,
+            replication_factor=config.replication_factor,
+            payload_indexes=config.payload_indexes,
+            encode_batch_size=config.encode_batch_size,
+            show_progress_bar=config.show_progress_bar,
+        )
+        await self._ensure(create=False)
+        target._config = replace(target._config, bm25=self._bm25, bm25_explicit=self._bm25 is not None)
+        records: list[StoredRecord] = []
+        async for page in self._store.scroll(self.collection_name, config.vector_name, False, 1024, None):
+            records.extend(page)
+        pipeline = Pipeline(
+            collection_name,
+            partial(target._plan_copies, on_conflict=on_conflict, wait=not bulk),
+            partial(target._ensure_writable, bulk, documents=self._documents),
+            show_progress(config, show_progress_bar),
+            unit="point",
+        )
+        result = await pipeline.run(records[i : i + batch] for i in range(0, len(records), batch))
+        await target._finish(bulk)
+        return result
+
+    async def set_alias(self, alias: str) -> None:
+        """Make ``alias`` name this collection, moved atomically from the collection it named (a server, local
+        mode): readers open ``TextCollection(alias, encoder)`` and switch over with no gap. Qdrant Edge has no
+        aliases (open the new name there)."""
+        if not isinstance(alias, str) or not _NAME.fullmatch(alias) or alias == self.collection_name:
+            raise InvalidArgumentError(
+                f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
+                "than the collection's own."
+            )
+        await self._ensure(create=False)
+        await self._store.set_alias(alias, self.collection_name)
 
     async def delete_texts(
         self, ids: Sequence[Key] | None = None, *, query_filter: models.Filter | None = None, wait: bool = True

@@ -21,7 +21,7 @@ from .errors import (
     UnsupportedError,
 )
 from .records import KEY_KEY, TEXT_KEY, VectorShape
-from .store.base import DISTANCES, CollectionSpec, ExistingCollection, Quantization, VectorSpec
+from .store.base import DISTANCES, CollectionSpec, Distance, ExistingCollection, Quantization, VectorSpec
 
 SPARSE_NAME = "bm25"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
@@ -35,7 +35,7 @@ class CollectionSettings:
     collection_name: str
     encoder: TextEncoder
     vector_name: str = "text"
-    distance: str = "cosine"
+    distance: Distance = "cosine"
     on_disk: bool = False
     hnsw: models.HnswConfigDiff | None = None
     quantization: Quantization | None = None

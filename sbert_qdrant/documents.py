@@ -148,6 +148,20 @@ def chunk_payload(document_id: Key, chunk: Chunk, count: int, version: str) -> d
     }
 
 
+def with_context(context: str, text: str) -> str:
+    """What is encoded for a chunk: its document's context (a title), then the chunk."""
+    return f"{context}\n{text}" if context else text
+
+
+def encoded_text(payload: Mapping[str, Any]) -> str:
+    """What was encoded for a stored point of sbert-qdrant's layout: its text, after its document's context for a
+    chunk that had one."""
+    place = payload.get(DOCUMENT_KEY)
+    field = place.get("context_field") if isinstance(place, Mapping) else None
+    context = payload.get(field) if isinstance(field, str) else None
+    return with_context(context.strip() if isinstance(context, str) else "", str(payload.get(TEXT_KEY, "")))
+
+
 @dataclass(frozen=True)
 class PreparedDocument:
     """A checked document split into chunks, with its version (a hash of id, text and chunking)."""
@@ -158,6 +172,8 @@ class PreparedDocument:
     chunks: list[Chunk]
     #: Put before every chunk when it is encoded (dense and BM25), never stored in the chunk's text.
     context: str = ""
+    #: The payload field the context comes from (recorded in each chunk, so that it can be re-encoded).
+    context_field: str | None = None
     #: One dense vector per chunk when they were encoded elsewhere (``upsert_documents(..., vectors_from=)``).
     vectors: np.ndarray | None = None
 
@@ -172,10 +188,11 @@ class PreparedDocument:
             PreparedPoint(
                 point,
                 point,
-                f"{self.context}\n{chunk.text}" if self.context else chunk.text,
+                with_context(self.context, chunk.text),
                 {
                     TEXT_KEY: chunk.text,
-                    DOCUMENT_KEY: chunk_payload(self.id, chunk, count, self.version),
+                    DOCUMENT_KEY: chunk_payload(self.id, chunk, count, self.version)
+                    | ({"context_field": self.context_field} if self.context else {}),
                     **self.payload,
                 },
             )
@@ -236,7 +253,8 @@ class Chunking:
                 "chunks: encode Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, "
                 "payload), with the arguments of this call."
             )
-        return PreparedDocument(record.id, fields, version, chunks, context, record.vector)
+        field = self.context_field if context else None
+        return PreparedDocument(record.id, fields, version, chunks, context, field, record.vector)
 
     def _context(self, record: CheckedRecord) -> str:
         """The record's context, checked: a str short enough to leave most of a chunk's budget to the chunk."""

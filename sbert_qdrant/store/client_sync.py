@@ -188,6 +188,19 @@ class ClientStore:
         optimizers = models.OptimizersConfigDiff(indexing_threshold=threshold)
         self._call(f"update_collection({name!r})", "update_collection", name, optimizers_config=optimizers)
 
+    def set_alias(self, alias: str, name: str) -> None:
+        found = self._call("get_aliases()", "get_aliases")
+        moves: list[Any] = [
+            models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+            for existing in found.aliases
+            if existing.alias_name == alias
+        ]
+        moves.append(
+            models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=name, alias_name=alias))
+        )
+        # One request: the server applies the delete and the create together, so readers never miss the alias.
+        self._call(f"alias {alias!r} -> {name!r}", "update_collection_aliases", change_aliases_operations=moves)
+
     def close(self) -> None:
         if self.close_client:
             self.client.close()

@@ -279,6 +279,11 @@ class EdgeStore:
     def set_indexing_threshold(self, name: str, threshold: int) -> None:
         raise UnsupportedError("Qdrant Edge has no background indexing to pause; it indexes on optimize().")
 
+    def set_alias(self, alias: str, name: str) -> None:
+        raise UnsupportedError(
+            f"Qdrant Edge has no collection aliases ({alias!r} -> {name!r}); open the collection by its own name."
+        )
+
     def _release(self, name: str) -> None:
         opened = self._mine.pop(name, None)
         if opened is None:

@@ -98,4 +98,7 @@ class AsyncVectorStore(Protocol):
     async def set_indexing_threshold(self, name: str, threshold: int) -> None:
         """Set it (0: no background indexing, for a bulk load)."""
 
+    async def set_alias(self, alias: str, name: str) -> None:
+        """Make ``alias`` name the collection ``name`` (moved atomically from another collection it named)."""
+
     async def close(self) -> None: ...

@@ -96,4 +96,7 @@ class VectorStore(Protocol):
     def set_indexing_threshold(self, name: str, threshold: int) -> None:
         """Set it (0: no background indexing, for a bulk load)."""
 
+    def set_alias(self, alias: str, name: str) -> None:
+        """Make ``alias`` name the collection ``name`` (moved atomically from another collection it named)."""
+
     def close(self) -> None: ...
