@@ -92,6 +92,8 @@ async def test_bound_collection_leaves_the_argument_out(tmp_path: Path, tiny: Se
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == (READS | WRITES) - {"qdrant-list-collections"}
         assert all("collection_name" not in t.input_schema["properties"] for t in tools.values())
+        missing = await error(client, "qdrant-find", query="birthday")
+        assert "'notes' does not exist; qdrant-store creates it." in missing and "list-collections" not in missing
         stored = await call(client, "qdrant-store", information=NOTES[0])
         assert stored["collection_name"] == "notes"
         assert (await call(client, "qdrant-count"))["count"] == 1

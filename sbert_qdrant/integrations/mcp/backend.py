@@ -162,10 +162,8 @@ class Backend:
                 "here; write to a collection of sbert-qdrant's own (another collection_name)."
             )
         if existing and not await opened.exists():
-            raise CollectionNotFoundError(
-                f"collection {name!r} does not exist; qdrant-store creates it, qdrant-list-collections lists the "
-                "existing ones."
-            )
+            listing = "" if self.settings.collection_name else ", qdrant-list-collections lists the existing ones"
+            raise CollectionNotFoundError(f"collection {name!r} does not exist; qdrant-store creates it{listing}.")
         return opened
 
     async def _layout(self, name: str) -> tuple[str, str]:
