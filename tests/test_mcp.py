@@ -83,6 +83,11 @@ async def test_read_only_server_registers_no_write_tool(tmp_path: Path, tiny: Se
     async with mcp.Client(create_server(edge(tmp_path, read_only=True), encoder=tiny)) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert names == READS
+        assert (
+            client.instructions is not None
+            and "read-only" in client.instructions
+            and "store" not in client.instructions
+        )
         message = await error(client, "qdrant-store", information=NOTES[0], collection_name="notes")
     assert "qdrant-store" in message
 

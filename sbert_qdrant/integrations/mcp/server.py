@@ -20,6 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
+from ... import __version__
 from ...errors import InvalidArgumentError, SbertQdrantError
 from ...records import Hit, Key
 from . import results
@@ -86,11 +87,15 @@ def create_server(
         finally:
             await backend.close()
 
+    instructions = (
+        "Semantic memory in Qdrant (read-only): qdrant-find finds texts by meaning, qdrant-find-documents cites "
+        "passages of long documents."
+        if settings.read_only
+        else "Semantic memory in Qdrant: qdrant-store remembers a text, qdrant-find finds texts by meaning; long "
+        "texts go in as documents (qdrant-store-document; qdrant-find-documents cites their passages)."
+    )
     server: MCPServer[Any] = MCPServer(
-        "sbert-qdrant",
-        instructions="Semantic memory in Qdrant: qdrant-store remembers a text, qdrant-find finds texts by meaning; "
-        "long texts go in as documents (qdrant-store-document, qdrant-find-documents cites their passages).",
-        lifespan=lifespan,
+        "sbert-qdrant", version=__version__, instructions=instructions, lifespan=lifespan
     )
     tools = _tools(backend)
     bound = settings.collection_name
