@@ -14,12 +14,11 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from qdrant_client import models
 
-from .encoder.protocol import DocumentEncoder
 from .errors import InvalidArgumentError, InvalidInputError
 from .records import (
     DOCUMENT_KEY,
@@ -200,6 +199,15 @@ class PreparedDocument:
         ]
 
 
+class Tokenizes(Protocol):
+    """What chunking uses of an encoder (a ``DocumentEncoder``): its token limit and its tokens' spans."""
+
+    @property
+    def document_token_limit(self) -> int: ...
+
+    def token_spans(self, text: str) -> list[tuple[int, int]]: ...
+
+
 @dataclass(frozen=True)
 class Chunking:
     """How documents are cut: chunks of ``max_tokens`` sharing ``overlap_tokens``, within the ``limit`` the encoder
@@ -215,7 +223,7 @@ class Chunking:
     @classmethod
     def of(
         cls,
-        encoder: DocumentEncoder,
+        encoder: Tokenizes,
         chunk_tokens: int | None = None,
         overlap_tokens: int | None = None,
         context_field: str | None = None,
