@@ -61,6 +61,7 @@ RESTRICTED_THIRD_PARTY: dict[str, set[str]] = {
     "langchain_core": {"integrations"},
     "llama_index": {"integrations"},
     "mcp": {"integrations"},
+    "ray": {"integrations"},
     "tests": set(),
     "conftest": set(),
 }

@@ -1,0 +1,34 @@
+"""Ray Data ingestion (``pip install "sbert-qdrant[ray]"``): datasets encoded by a pool of actors (GPUs where
+asked), written into a collection with the collection's own ids, checks and pipeline; the core never imports ray.
+
+```python
+import ray
+from sbert_qdrant import TextCollection
+from sbert_qdrant.integrations.ray import upsert_dataset
+
+ds = ray.data.read_parquet("s3://bucket/questions/")
+with TextCollection("faq", location="./data") as coll:
+    result = upsert_dataset(ds, coll, id_column="qid", actors=4, gpus_per_actor=1)
+```
+- ``upsert_dataset`` / ``upsert_documents_dataset``: the whole run; the same ``UpsertResult`` as ``upsert_texts``.
+- ``EncodeTexts`` / ``EncodeDocuments``: the callable classes for ``Dataset.map_batches`` (one model per actor).
+- ``QdrantDatasink``: parallel writes from the workers into a Qdrant server (``upsert_dataset(..., url=)``).
+- ``read_files``: JSONL/CSV/Parquet files (local paths or object-store URIs) as a Dataset.
+"""
+
+from __future__ import annotations
+
+from ._encode import Columns, EncodeDocuments, EncodeTexts
+from ._read import read_files
+from ._sink import QdrantDatasink
+from ._upsert import upsert_dataset, upsert_documents_dataset
+
+__all__ = [
+    "Columns",
+    "EncodeDocuments",
+    "EncodeTexts",
+    "QdrantDatasink",
+    "read_files",
+    "upsert_dataset",
+    "upsert_documents_dataset",
+]

@@ -1,0 +1,184 @@
+"""The callable classes ``Dataset.map_batches`` runs in its actors: each loads the encoder once and adds the vectors.
+
+A row whose text cannot be encoded (not a str, blank) gets a zero vector instead of failing the actor: Ray Data
+would wrap the error in its own, so the driver checks every row and stops the run with an error naming it. A row
+stored before the run (``skip``) is marked and not encoded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...documents import Chunking
+from ...encoder import SentenceEncoder
+from ...encoder.runtime import Precision
+from ...errors import InvalidArgumentError, InvalidInputError
+from ...records import point_id, text_id
+
+#: Columns the encoding adds: the dense vector (texts: one per row; documents: a (chunks, dimension) matrix per row),
+#: the identity of the encoder that made it, and whether the row was stored before the run (then not encoded).
+VECTOR_COLUMN = "__sbert_vector"
+ENCODER_COLUMN = "__sbert_encoder"
+STORED_COLUMN = "__sbert_stored"
+ADDED_COLUMNS = (VECTOR_COLUMN, ENCODER_COLUMN, STORED_COLUMN)
+
+Batch = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Where a dataset's rows keep their text, id (None: derived from the text) and payload fields (None: every
+    other column)."""
+
+    text: str = "text"
+    id: str | None = None
+    payload: tuple[str, ...] | None = None
+
+    def check(self, names: Collection[str]) -> None:
+        """Refuse column names the dataset does not have, before any work starts."""
+        wanted = [self.text, *([self.id] if self.id is not None else []), *(self.payload or ())]
+        missing = [name for name in wanted if name not in names]
+        if missing:
+            raise InvalidArgumentError(
+                f"the dataset has no column(s) {missing} (columns: {sorted(names)}); pass text_column=, id_column= "
+                "and payload_columns= naming its columns."
+            )
+
+    def payload_of(self, batch: Mapping[str, np.ndarray], row: int) -> dict[str, Any]:
+        names = self.payload
+        if names is None:
+            names = tuple(n for n in batch if n not in (self.text, self.id, *ADDED_COLUMNS))
+        return {name: _python(batch[name][row]) for name in names}
+
+    def key(self, batch: Mapping[str, np.ndarray], row: int) -> Any:
+        """The row's id as the collection will see it: its id column's value, else the id derived from its text."""
+        if self.id is not None:
+            return _python(batch[self.id][row])
+        text = batch[self.text][row]
+        return text_id(text) if isinstance(text, str) else None
+
+
+def stored_mark(key: Any) -> str | None:
+    """How a stored id is looked up in ``skip``: its point id (None for a key that is not an id)."""
+    try:
+        return point_id(key)
+    except InvalidInputError:
+        return None
+
+
+def _python(value: Any) -> Any:
+    """A numpy scalar or array as the plain Python value a payload or an id holds."""
+    return value.tolist() if isinstance(value, (np.generic, np.ndarray)) else value
+
+
+def _encodable(text: object) -> bool:
+    return isinstance(text, str) and bool(text.strip())
+
+
+class _Encode:
+    """Shared by the text and document actors: the model loaded once, rows already stored dropped."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None,
+        columns: Columns,
+        device: str | None,
+        precision: Precision,
+        encode_batch_size: int,
+        skip: Collection[str],
+    ) -> None:
+        self.encoder = SentenceEncoder.load(model, device=device, precision=precision)
+        self.identity = self.encoder.identity
+        self.columns = columns
+        self.encode_batch_size = encode_batch_size
+        self.skip = skip
+
+    def _stored(self, batch: Batch) -> np.ndarray:
+        """Which rows' ids are in ``skip`` (stored before the run, with ``on_conflict="skip"``): not encoded."""
+        rows = range(len(batch[self.columns.text]))
+        if not self.skip:
+            return np.zeros(len(rows), dtype=bool)
+        return np.array([stored_mark(self.columns.key(batch, row)) in self.skip for row in rows], dtype=bool)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.encoder.encode_document(texts, batch_size=self.encode_batch_size, show_progress_bar=False)
+        return np.asarray(vectors, dtype=np.float32)
+
+    def _with(self, batch: Batch, vectors: np.ndarray, stored: np.ndarray) -> Batch:
+        identity = np.full(len(vectors), self.identity, dtype=object)
+        return {**batch, VECTOR_COLUMN: vectors, ENCODER_COLUMN: identity, STORED_COLUMN: stored}
+
+
+class EncodeTexts(_Encode):
+    """``Dataset.map_batches(EncodeTexts, fn_constructor_kwargs={"model": ...}, compute=ActorPoolStrategy(...))``:
+    each actor loads ``model`` once (device and precision "auto": fp16 on a GPU) and adds one dense vector per row
+    (the text column encoded as the collection stores it) and the encoder's identity."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        columns: Columns = Columns(),
+        device: str | None = None,
+        precision: Precision = "auto",
+        encode_batch_size: int = 32,
+        skip: Collection[str] = frozenset(),
+    ) -> None:
+        super().__init__(model, columns, device, precision, encode_batch_size, skip)
+
+    def __call__(self, batch: Batch) -> Batch:
+        stored = self._stored(batch)
+        texts = batch[self.columns.text].tolist()
+        todo = np.array([_encodable(t) for t in texts], dtype=bool) & ~stored
+        vectors = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
+        if todo.any():
+            vectors[todo] = self._encode([t for t, ok in zip(texts, todo, strict=True) if ok])
+        return self._with(batch, vectors, stored)
+
+
+class EncodeDocuments(_Encode):
+    """``EncodeTexts`` for documents: each row's text cut into chunks as ``upsert_documents`` cuts it with the same
+    ``chunk_tokens``, ``overlap_tokens`` and ``context_field``; the vector column holds a (chunks, dimension) matrix
+    per row."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | None = None,
+        *,
+        columns: Columns = Columns(),
+        chunk_tokens: int | None = None,
+        overlap_tokens: int | None = None,
+        context_field: str | None = None,
+        device: str | None = None,
+        precision: Precision = "auto",
+        encode_batch_size: int = 32,
+        skip: Collection[str] = frozenset(),
+    ) -> None:
+        super().__init__(model, columns, device, precision, encode_batch_size, skip)
+        self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)
+
+    def __call__(self, batch: Batch) -> Batch:
+        stored = self._stored(batch)
+        inputs = [[] if done else self._inputs(batch, row) for row, done in enumerate(stored)]
+        flat = [text for chunks in inputs for text in chunks]
+        vectors = self._encode(flat) if flat else np.zeros((0, self.encoder.dimension), dtype=np.float32)
+        bounds = np.cumsum([0, *map(len, inputs)])
+        matrices = np.empty(len(inputs), dtype=object)
+        for row in range(len(inputs)):
+            matrices[row] = vectors[bounds[row] : bounds[row + 1]]
+        return self._with(batch, matrices, stored)
+
+    def _inputs(self, batch: Batch, row: int) -> list[str]:
+        """The chunk inputs of a row; none for a row the driver will refuse (its text or payload unusable)."""
+        text = batch[self.columns.text][row]
+        if not _encodable(text):
+            return []
+        try:
+            return self.chunking.inputs(text, self.columns.payload_of(batch, row))
+        except InvalidInputError:
+            return []

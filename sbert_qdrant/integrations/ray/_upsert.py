@@ -1,0 +1,271 @@
+"""``upsert_dataset`` / ``upsert_documents_dataset``: a Ray Dataset encoded by an actor pool, written into a collection
+with the collection's own checks, ids and pipeline (``upsert_texts(..., vectors_from=)``)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal
+
+import numpy as np
+import ray.data
+
+from ...collection import TextCollection
+from ...encoder.runtime import Precision
+from ...errors import InvalidArgumentError, InvalidInputError
+from ...records import Key, UpsertResult, check_text
+from ...settings import Settings
+from ._encode import (
+    ENCODER_COLUMN,
+    STORED_COLUMN,
+    VECTOR_COLUMN,
+    Batch,
+    Columns,
+    EncodeDocuments,
+    EncodeTexts,
+    stored_mark,
+)
+from ._sink import QdrantDatasink
+
+#: What ``on_conflict`` may be, as in ``upsert_texts``.
+OnConflict = Literal["overwrite", "skip"]
+
+#: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
+_LOOKUP_BATCH = 1024
+
+
+def upsert_dataset(
+    dataset: ray.data.Dataset,
+    collection: TextCollection,
+    *,
+    text_column: str = "text",
+    id_column: str | None = None,
+    payload_columns: Sequence[str] | None = None,
+    model: str | os.PathLike[str] | None = None,
+    actors: int = 1,
+    gpus_per_actor: float = 0,
+    batch_size: int = 1024,
+    precision: Precision = "auto",
+    on_conflict: OnConflict = "overwrite",
+    url: str | None = None,
+    show_progress_bar: bool | None = None,
+) -> UpsertResult:
+    """Encode a dataset's texts on ``actors`` Ray actors and store them in ``collection``, as ``upsert_texts`` would.
+
+    Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once, on
+    its own device at ``precision`` ("auto": fp16 on a GPU); it must be the collection's model (its identity is
+    checked, another is refused by name). ``batch_size`` rows go to an actor at a time, and into one write.
+    Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
+    process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
+    too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
+    instead (``QdrantDatasink``). ``on_conflict="skip"``: ids already stored are dropped before they reach an
+    encoder. Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was
+    written stays (a ``PartialWriteError`` lists it) and a re-run writes the rest.
+    """
+    columns = _columns(dataset, text_column, id_column, payload_columns)
+    skip = _stored(dataset, collection, columns, on_conflict, documents=False)
+    options = {"columns": columns, "precision": precision, "skip": skip}
+    encoded = _encoded(dataset, EncodeTexts, _model(model), options, actors, gpus_per_actor, batch_size)
+    if url is not None:
+        return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
+    stream = _Stream(encoded, columns)
+    written = collection.upsert_texts(
+        stream.records(),
+        batch_size=batch_size,
+        on_conflict=on_conflict,
+        show_progress_bar=show_progress_bar,
+        vectors_from=stream.identity,
+    )
+    return stream.result(written)
+
+
+def upsert_documents_dataset(
+    dataset: ray.data.Dataset,
+    collection: TextCollection,
+    *,
+    text_column: str = "text",
+    id_column: str | None = None,
+    payload_columns: Sequence[str] | None = None,
+    chunk_tokens: int | None = None,
+    overlap_tokens: int | None = None,
+    context_field: str | None = None,
+    model: str | os.PathLike[str] | None = None,
+    actors: int = 1,
+    gpus_per_actor: float = 0,
+    batch_size: int = 64,
+    precision: Precision = "auto",
+    on_conflict: OnConflict = "overwrite",
+    url: str | None = None,
+    show_progress_bar: bool | None = None,
+) -> UpsertResult:
+    """``upsert_dataset`` for documents: each row's text chunked (as ``upsert_documents`` does with the same
+    ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
+    document. ``batch_size`` counts documents."""
+    columns = _columns(dataset, text_column, id_column, payload_columns)
+    skip = _stored(dataset, collection, columns, on_conflict, documents=True)
+    chunking: dict[str, Any] = dict(
+        chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens, context_field=context_field
+    )
+    options = {"columns": columns, "precision": precision, "skip": skip, **chunking}
+    encoded = _encoded(dataset, EncodeDocuments, _model(model), options, actors, gpus_per_actor, batch_size)
+    if url is not None:
+        return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
+    stream = _Stream(encoded, columns)
+    written = collection.upsert_documents(
+        stream.records(),
+        on_conflict=on_conflict,
+        show_progress_bar=show_progress_bar,
+        vectors_from=stream.identity,
+        **chunking,
+    )
+    return stream.result(written)
+
+
+def _model(model: str | os.PathLike[str] | None) -> str | None:
+    """The model every actor loads, named the same everywhere (its name is half of the encoder's identity)."""
+    return str(model) if model is not None else Settings().model
+
+
+def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
+    if isinstance(payload, str):
+        raise InvalidArgumentError(f"payload_columns={payload!r} must be a list of column names; wrap it: [name].")
+    columns = Columns(text, id, tuple(payload) if payload is not None else None)
+    schema = dataset.schema()
+    if schema is not None:
+        columns.check(schema.names)
+    return columns
+
+
+def _encoded(
+    dataset: ray.data.Dataset,
+    actor: type[EncodeTexts] | type[EncodeDocuments],
+    model: str | None,
+    options: dict[str, Any],
+    actors: int,
+    gpus_per_actor: float,
+    batch_size: int,
+) -> ray.data.Dataset:
+    """The dataset with its vectors, encoded by a pool of ``actors`` (rows kept in the dataset's order)."""
+    for name, value in (("actors", actors), ("batch_size", batch_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidArgumentError(f"{name}={value!r} must be a positive integer.")
+    if isinstance(gpus_per_actor, bool) or not isinstance(gpus_per_actor, (int, float)) or gpus_per_actor < 0:
+        raise InvalidArgumentError(f"gpus_per_actor={gpus_per_actor!r} must be a number >= 0 (0: CPU actors).")
+    encoded = dataset.map_batches(
+        actor,
+        fn_constructor_args=(model,),
+        fn_constructor_kwargs=options,
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        num_gpus=gpus_per_actor or None,
+        batch_size=batch_size,
+        batch_format="numpy",
+    )
+    encoded.context.execution_options.preserve_order = True  # ids come back in the dataset's order
+    return encoded
+
+
+def _stored(
+    dataset: ray.data.Dataset, collection: TextCollection, columns: Columns, on_conflict: OnConflict, documents: bool
+) -> frozenset[str]:
+    """With ``on_conflict="skip"``, the point ids of the dataset's rows already stored (read before encoding)."""
+    if on_conflict != "skip" or not collection.exists():
+        return frozenset()
+    wanted = [columns.text] if columns.id is None else [columns.id]
+    keys = (
+        columns.key(batch, row)
+        for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy")
+        for row in range(len(batch[wanted[0]]))
+    )
+    found: set[str] = set()
+    for chunk in _chunks((k for k in keys if stored_mark(k) is not None), _LOOKUP_BATCH):
+        if documents:
+            found.update(stored_mark(k) or "" for k in chunk if collection.get_document(k) is not None)
+        else:
+            found.update(t.point_id for t in collection.get(chunk))
+    return frozenset(found)
+
+
+def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+class _Stream:
+    """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
+    left out and remembered, so that the result still lists every row's id, in the dataset's order."""
+
+    def __init__(self, encoded: ray.data.Dataset, columns: Columns) -> None:
+        batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
+        first = next(batches, None)
+        #: The identity of the encoder that made the vectors (None: no rows).
+        self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
+        self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
+        self._columns = columns
+        #: Per row: its id when it was stored before the run, None when it went to the collection.
+        self._stored: list[Key | None] = []
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        number = 0
+        for batch in self._batches:
+            for row, stored in enumerate(batch[STORED_COLUMN]):
+                if stored:
+                    self._stored.append(self._columns.key(batch, row))
+                else:
+                    self._stored.append(None)
+                    yield record(batch, row, number, self._columns, self.identity or "")
+                number += 1
+
+    def result(self, written: UpsertResult) -> UpsertResult:
+        """The collection's result with the rows stored before the run put back in their places, as skipped."""
+        passed = iter(written)
+        ids = [next(passed) if key is None else key for key in self._stored]
+        skipped = sum(key is not None for key in self._stored)
+        return UpsertResult(ids, written.written, written.skipped + skipped)
+
+
+def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, Any] | None:
+    """The first encoded row as a record, with the identity of its encoder under ``"identity"`` (None: no rows)."""
+    for batch in encoded.limit(1).iter_batches(batch_size=None, batch_format="numpy"):
+        if len(batch[ENCODER_COLUMN]):
+            identity = str(batch[ENCODER_COLUMN][0])
+            return {**record(batch, 0, 0, columns, identity), "identity": identity}
+    return None
+
+
+def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
+    """Row ``row`` of an encoded batch (``number`` in the run) as a record, its text checked (errors name it)."""
+    key = columns.key(batch, row) if columns.id is not None else None
+    where = f"row {number}" + (f" ({columns.id}={key!r})" if columns.id is not None else "")
+    if columns.id is not None and key is None:
+        raise InvalidInputError(f"{where} has no id in column {columns.id!r}; give every row an id.")
+    text = check_text(batch[columns.text][row], f"{where}: column {columns.text!r}", "drop or fix that row")
+    if str(batch[ENCODER_COLUMN][row]) != identity:
+        raise InvalidInputError(
+            f"{where} was encoded by {batch[ENCODER_COLUMN][row]}, the rows before it by {identity}: every actor "
+            "must load the same model."
+        )
+    vector = np.asarray(batch[VECTOR_COLUMN][row], dtype=np.float32)
+    return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
+
+
+def _write_from_workers(
+    encoded: ray.data.Dataset,
+    collection: TextCollection,
+    url: str,
+    columns: Columns,
+    on_conflict: OnConflict,
+    documents: bool,
+    **chunking: Any,
+) -> UpsertResult:
+    first = dataset_first_row(encoded, columns)
+    if first is not None and not collection.exists():  # created here, so that workers never race to create it
+        identity = first.pop("identity")
+        if documents:
+            collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
+        else:
+            collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
+    sink = QdrantDatasink(collection, url, columns, on_conflict, documents, chunking)
+    encoded.write_datasink(sink)
+    return sink.result

@@ -1,0 +1,222 @@
+"""Ray Data ingestion (sbert_qdrant.integrations.ray) on a local Ray (2 CPUs, one instance for the whole run):
+what a dataset encoded by actors stores equals what ``upsert_texts`` / ``upsert_documents`` store from the same rows,
+a worker dying mid-run loses and duplicates nothing, bad rows stop the run, another model is refused."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flavours import Engines
+
+from sbert_qdrant import CollectionMismatchError, InvalidInputError, PartialWriteError, SentenceEncoder, testing
+
+ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'sbert-qdrant[ray]'")
+sbert_ray = pytest.importorskip("sbert_qdrant.integrations.ray")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="session")
+def local_ray() -> Iterator[None]:
+    """One local Ray instance (2 CPUs) for the whole test run."""
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny random encoder saved where the actors load it."""
+    folder = tmp_path_factory.mktemp("models") / "tiny-bert"
+    testing.tiny_encoder().save(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def encoder(model_dir: Path) -> SentenceEncoder:
+    return SentenceEncoder.load(model_dir, device="cpu", precision="fp32")
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict[str, Any]]:
+    with (DATA / "stsb_dev_sample.tsv").open(encoding="utf-8") as f:
+        pairs = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    texts = list(dict.fromkeys(p["sentence1"] for p in pairs))[:40]  # distinct: text-derived ids differ
+    return [{"qid": f"q{i}", "text": text, "score": i / 8} for i, text in enumerate(texts)]
+
+
+@pytest.fixture
+def engines(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engines]:
+    made = Engines("sync", request.param, tmp_path)
+    yield made
+    made.close()
+
+
+def upsert(rows: list[dict[str, Any]], coll: Any, model_dir: Path, **options: Any) -> Any:
+    options = {"model": model_dir, "precision": "fp32", "batch_size": 16, **options}
+    return sbert_ray.upsert_dataset(ray.data.from_items(rows), coll, **options)
+
+
+def stored(coll: Any, ids: list[Any]) -> dict[Any, tuple[Any, ...]]:
+    return {t.id: (t.text, t.payload, t.vector) for t in coll.get(ids, with_vectors=True)}
+
+
+@pytest.mark.parametrize(("engines", "id_column"), [("edge", "qid"), ("memory", None)], indirect=["engines"])
+def test_dataset_stores_what_upsert_texts_stores(
+    local_ray: None, engines: Engines, encoder: SentenceEncoder, model_dir: Path, rows: list[Any], id_column: Any
+) -> None:
+    own, ray_coll = engines.open(encoder, "own"), engines.open(encoder, "ray")
+    ids = own.upsert_texts(
+        [r["text"] for r in rows],
+        ids=[r["qid"] for r in rows] if id_column else None,
+        payloads=[{"score": r["score"]} if id_column else {"qid": r["qid"], "score": r["score"]} for r in rows],
+    )
+    result = upsert(rows, ray_coll, model_dir, id_column=id_column, actors=2)
+    assert list(result) == list(ids) and (result.written, result.skipped) == (len(rows), 0)
+    assert ray_coll.count() == own.count() == len(rows)
+    mine, theirs = stored(own, ids), stored(ray_coll, ids)
+    for key in ids:
+        assert mine[key][:2] == theirs[key][:2]
+        assert np.allclose(mine[key][2], theirs[key][2], atol=1e-5)
+
+
+@pytest.mark.parametrize("engines", ["edge", "memory"], indirect=True)
+def test_documents_dataset_stores_what_upsert_documents_stores(
+    local_ray: None, engines: Engines, encoder: SentenceEncoder, model_dir: Path
+) -> None:
+    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f][:12]
+    docs = [
+        {"doc": d["_id"], "text": d["text"], "title": " ".join(d["title"].split()[:5])}
+        for d in docs
+        if d["text"].strip()
+    ]
+    options: dict[str, Any] = {"chunk_tokens": 24, "context_field": "title"}
+    own, ray_coll = engines.open(encoder, "own"), engines.open(encoder, "ray")
+    ids = own.upsert_documents(
+        [d["text"] for d in docs],
+        ids=[d["doc"] for d in docs],
+        payloads=[{"title": d["title"]} for d in docs],
+        **options,
+    )
+    result = sbert_ray.upsert_documents_dataset(
+        ray.data.from_items(docs), ray_coll, id_column="doc", model=model_dir, precision="fp32", batch_size=4, **options
+    )
+    assert list(result) == list(ids) and result.written == len(docs)
+    for kind in ("documents", "chunks"):
+        assert ray_coll.count(kind=kind) == own.count(kind=kind)
+    assert own.count(kind="chunks") > 2 * len(docs)  # documents of several chunks each
+    for key in ids:
+        assert ray_coll.get_document(key) == own.get_document(key)
+    query = "stem cells tracked with nanoparticles"
+    hits = [{h.id: h.score for h in c.search_documents(query, limit=5)} for c in (own, ray_coll)]
+    assert hits[0].keys() == hits[1].keys()
+    assert all(abs(hits[0][k] - hits[1][k]) < 1e-4 for k in hits[0])
+
+
+class DieOnce:
+    """A pipeline stage whose worker process dies (os._exit) on its second batch, the first time only."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker, self.calls = Path(marker), 0
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls == 2 and not self.marker.exists():
+            self.marker.touch()
+            os._exit(1)
+        return batch
+
+
+@pytest.mark.parametrize("engines", ["edge"], indirect=True)
+def test_a_worker_dying_mid_run_loses_and_duplicates_nothing_and_a_rerun_writes_nothing(
+    local_ray: None, engines: Engines, encoder: SentenceEncoder, model_dir: Path, rows: list[Any], tmp_path: Path
+) -> None:
+    coll = engines.open(encoder)
+    marker = tmp_path / "died"
+    ray.cloudpickle.register_pickle_by_value(sys.modules[DieOnce.__module__])  # workers cannot import tests/
+    dying = ray.data.from_items(rows, override_num_blocks=5).map_batches(
+        DieOnce,
+        fn_constructor_args=(str(marker),),
+        compute=ray.data.ActorPoolStrategy(size=1),
+        batch_size=8,
+    )
+    result = sbert_ray.upsert_dataset(dying, coll, id_column="qid", model=model_dir, precision="fp32", batch_size=8)
+    assert marker.exists()  # the worker did die
+    assert list(result) == [r["qid"] for r in rows] and result.written == len(rows)
+    assert coll.count() == len(rows)
+    assert sorted(t.id for t in coll.get([r["qid"] for r in rows])) == sorted(r["qid"] for r in rows)
+    again = upsert(rows, coll, model_dir, id_column="qid", on_conflict="skip")
+    assert (again.written, again.skipped, list(again)) == (0, len(rows), [r["qid"] for r in rows])
+    assert coll.count() == len(rows)
+
+
+@pytest.mark.parametrize("engines", ["edge"], indirect=True)
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"qid": "q30", "text": "   "}, r"row 30 \(qid='q30'\): column 'text' is empty"),
+        ({"qid": "q30", "text": None}, r"row 30 \(qid='q30'\): column 'text' is NoneType"),
+        ({"qid": "q3", "text": "a repeated id"}, r"repeats .*'q3'"),
+    ],
+)
+def test_a_bad_row_stops_the_run_naming_it_and_keeps_what_was_written(
+    local_ray: None,
+    engines: Engines,
+    encoder: SentenceEncoder,
+    model_dir: Path,
+    rows: list[Any],
+    bad: dict[str, Any],
+    match: str,
+) -> None:
+    coll = engines.open(encoder)
+    broken = [{"qid": r["qid"], "text": r["text"]} for r in rows[:30]] + [bad]
+    with pytest.raises((InvalidInputError, PartialWriteError), match=match) as caught:
+        upsert(broken, coll, model_dir, id_column="qid", batch_size=8)
+    assert isinstance(caught.value, PartialWriteError) and caught.value.written_ids == [r["qid"] for r in rows[:24]]
+    assert coll.count() == 24  # the three whole batches before the bad one
+    if bad["text"] is None:  # once: the fixed rows resume where the run stopped
+        fixed = upsert(broken[:30], coll, model_dir, id_column="qid", on_conflict="skip")
+        assert (fixed.written, fixed.skipped, coll.count()) == (6, 24, 30)
+
+
+def test_vectors_of_another_model_are_refused_by_name(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, rows: list[Any]
+) -> None:
+    other = tmp_path / "other-bert"
+    testing.tiny_encoder(seed=1).save(other)
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        with pytest.raises(CollectionMismatchError, match=r"other-bert@\w+.*tiny-bert@\w+"):
+            upsert(rows, coll, other)
+        assert not coll.exists()
+    finally:
+        engines.close()
+
+
+@pytest.mark.skipif(not os.environ.get("QDRANT_URL"), reason="writes from the workers need a Qdrant server: QDRANT_URL")
+def test_workers_write_into_a_server_in_parallel(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    url = os.environ["QDRANT_URL"]
+    engines = Engines("sync", "server", tmp_path, url)
+    try:
+        own, ray_coll = engines.open(encoder, "own"), engines.open(encoder, "ray")
+        ids = own.upsert_texts([r["text"] for r in rows], ids=[r["qid"] for r in rows])
+        result = upsert(rows, ray_coll, model_dir, id_column="qid", payload_columns=[], actors=2, url=url)
+        assert sorted(result) == sorted(ids) and result.written == len(rows)
+        mine, theirs = stored(own, ids), stored(ray_coll, ids)
+        assert all(np.allclose(mine[k][2], theirs[k][2], atol=1e-5) and mine[k][:2] == theirs[k][:2] for k in ids)
+    finally:
+        engines.close()
