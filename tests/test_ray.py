@@ -16,7 +16,14 @@ import numpy as np
 import pytest
 from flavours import Engines
 
-from sbert_qdrant import CollectionMismatchError, InvalidInputError, PartialWriteError, SentenceEncoder, testing
+from sbert_qdrant import (
+    CollectionMismatchError,
+    DataFormatError,
+    InvalidInputError,
+    PartialWriteError,
+    SentenceEncoder,
+    testing,
+)
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'sbert-qdrant[ray]'")
 sbert_ray = pytest.importorskip("sbert_qdrant.integrations.ray")
@@ -220,3 +227,32 @@ def test_workers_write_into_a_server_in_parallel(
         assert all(np.allclose(mine[k][2], theirs[k][2], atol=1e-5) and mine[k][:2] == theirs[k][:2] for k in ids)
     finally:
         engines.close()
+
+
+def test_cli_index_reads_files_with_ray_and_resumes(
+    local_ray: None, tmp_path: Path, model_dir: Path, rows: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sbert_qdrant.cli import main
+
+    files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for path, part in zip(files, (rows[:25], rows[25:]), strict=True):
+        path.write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    engine = ["--location", str(tmp_path / "qdrant"), "--model", str(model_dir), "--precision", "fp32", "--no-progress"]
+    index = ["index", *map(str, files), "--id-field", "qid", *engine, "--ray", "--actors", "1"]
+    assert main(index) == 0
+    assert f"{len(rows)} written, 0 skipped, 0 failed; {len(rows)} texts stored." in capsys.readouterr().err
+    assert main([*index, "--on-conflict", "skip"]) == 0
+    assert f"0 written, {len(rows)} skipped, 0 failed; {len(rows)} texts stored." in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("paths", "match"),
+    [
+        (["a.jsonl", "b.csv"], r"of formats \['csv', 'jsonl'\]"),
+        (["notes.txt"], "notes.txt: cannot tell its format"),
+        ([], "non-empty list"),
+    ],
+)
+def test_read_files_tells_the_format_by_name_or_says_how(paths: list[str], match: str) -> None:
+    with pytest.raises(DataFormatError, match=match):
+        sbert_ray.read_files(paths)

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,9 +19,9 @@ from qdrant_client import models
 from .._search import FUSIONS, SEARCH_MODES
 from ..collection import TextCollection
 from ..encoder import PRECISIONS, CrossEncoder, SentenceEncoder
-from ..errors import DataFormatError, InvalidInputError, PartialWriteError
+from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError, PartialWriteError
 from ..files import FORMATS, read_rows
-from ..records import TextRecord
+from ..records import TextRecord, UpsertResult
 from ..settings import Settings
 
 
@@ -84,25 +85,15 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
 
 
 def _index(args: argparse.Namespace) -> int:
-    path = Path(args.file)
+    label = ", ".join(args.file)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
-    records = read_records(path, args.format, args.text_field, args.id_field, fields)
+    upsert = _ray_upsert(args, fields) if args.ray is not None else _file_upsert(args, fields)
     with open_collection(args) as coll:
         try:
-            if args.documents:
-                result = coll.upsert_documents(
-                    records,
-                    chunk_tokens=args.chunk_tokens,
-                    overlap_tokens=args.overlap_tokens,
-                    context_field=args.context_field,
-                    batch_size=args.batch_size,
-                    on_conflict=args.on_conflict,
-                )
-            else:
-                result = coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
+            result = upsert(coll)
         except PartialWriteError as exc:
             print(
-                f"{path}: stopped: {len(exc.written_ids)} stored, {len(exc.unwritten_ids)} failed, later records "
+                f"{label}: stopped: {len(exc.written_ids)} stored, {len(exc.unwritten_ids)} failed, later records "
                 "not read. Fix the cause below, then run the same command with --on-conflict skip to resume.",
                 file=sys.stderr,
             )
@@ -112,11 +103,60 @@ def _index(args: argparse.Namespace) -> int:
         kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
         total = coll.count(kind=kind)
     print(
-        f"{path}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
+        f"{label}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
         f"{result.skipped} skipped, 0 failed; {total} {kind} stored.",
         file=sys.stderr,
     )
     return 0
+
+
+def _file_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[[TextCollection], UpsertResult]:
+    """The upsert of one file read here (checked now: its format and existence)."""
+    if len(args.file) > 1:
+        raise InvalidArgumentError(f"{len(args.file)} files given: index them one command each, or pass --ray.")
+    records = read_records(Path(args.file[0]), args.format, args.text_field, args.id_field, fields)
+
+    def upsert(coll: TextCollection) -> UpsertResult:
+        if args.documents:
+            return coll.upsert_documents(
+                records,
+                chunk_tokens=args.chunk_tokens,
+                overlap_tokens=args.overlap_tokens,
+                context_field=args.context_field,
+                batch_size=args.batch_size,
+                on_conflict=args.on_conflict,
+            )
+        return coll.upsert_texts(records, batch_size=args.batch_size, on_conflict=args.on_conflict)
+
+    return upsert
+
+
+def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[[TextCollection], UpsertResult]:
+    """The upsert of files read and encoded on Ray (``--ray``): this process writes what the actors encode."""
+    from ..integrations import ray as sbert_ray  # the ray extra, imported only when asked for
+
+    sbert_ray.connect(None if args.ray == "local" else args.ray)
+    dataset = sbert_ray.read_files(args.file, args.format)
+    settings = Settings()
+    options: dict[str, Any] = {
+        "text_column": args.text_field,
+        "id_column": args.id_field,
+        "payload_columns": fields,
+        "model": args.model,
+        "actors": args.actors,
+        "gpus_per_actor": args.gpus_per_actor,
+        "precision": args.precision or settings.precision,
+        "on_conflict": args.on_conflict,
+        "show_progress_bar": args.progress,
+    }
+    if args.batch_size is not None:
+        options["batch_size"] = args.batch_size
+    if args.documents:
+        chunking = {"chunk_tokens": args.chunk_tokens, "overlap_tokens": args.overlap_tokens}
+        return partial(
+            sbert_ray.upsert_documents_dataset, dataset, context_field=args.context_field, **chunking, **options
+        )
+    return partial(sbert_ray.upsert_dataset, dataset, **options)
 
 
 def _filter(pairs: Sequence[str]) -> models.Filter | None:
@@ -256,7 +296,7 @@ def _add_file_options(parser: argparse.ArgumentParser) -> None:
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
     index = commands.add_parser("index", help="embed a JSONL/CSV/TSV/TXT file (optionally .gz) into a collection")
-    index.add_argument("file", help="records to index")
+    index.add_argument("file", nargs="+", help="records to index (several files, or object-store URIs, with --ray)")
     _add_file_options(index)
     index.add_argument("--id-field", default=None, help="field holding your id (default: ids from the text)")
     index.add_argument("--payload-fields", default=None, help="comma-separated fields to keep (default: all others)")
@@ -281,6 +321,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         metavar="FIELD",
         help="documents: a payload field (e.g. title) encoded with every chunk of its document, never stored in it",
     )
+    index.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="read JSONL/CSV/Parquet files with Ray Data and encode on Ray actors: on this machine, or on the cluster "
+        "at ADDRESS ('auto', ray://host:10001); put it after the files",
+    )
+    index.add_argument("--actors", type=int, default=1, help="with --ray: encoding actors (default 1)")
+    index.add_argument("--gpus-per-actor", type=float, default=0, help="with --ray: GPUs per actor (default 0: CPU)")
     index.add_argument(
         "--no-sparse",
         dest="sparse",

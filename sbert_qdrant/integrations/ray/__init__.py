@@ -13,11 +13,13 @@ with TextCollection("faq", location="./data") as coll:
 - ``upsert_dataset`` / ``upsert_documents_dataset``: the whole run; the same ``UpsertResult`` as ``upsert_texts``.
 - ``EncodeTexts`` / ``EncodeDocuments``: the callable classes for ``Dataset.map_batches`` (one model per actor).
 - ``QdrantDatasink``: parallel writes from the workers into a Qdrant server (``upsert_dataset(..., url=)``).
-- ``read_files``: JSONL/CSV/Parquet files (local paths or object-store URIs) as a Dataset.
+- ``read_files``: JSONL/CSV/Parquet files (local paths or object-store URIs) as a Dataset; ``connect``: join a
+  cluster or start Ray here.
 """
 
 from __future__ import annotations
 
+from ._cluster import connect
 from ._encode import Columns, EncodeDocuments, EncodeTexts
 from ._read import read_files
 from ._sink import QdrantDatasink
@@ -28,6 +30,7 @@ __all__ = [
     "EncodeDocuments",
     "EncodeTexts",
     "QdrantDatasink",
+    "connect",
     "read_files",
     "upsert_dataset",
     "upsert_documents_dataset",
