@@ -15,7 +15,7 @@ import torch
 from ..encoder import CrossEncoder, SentenceEncoder, resolve_model_folder
 from ..encoder.cross_loading import is_cross_encoder
 from ..errors import InvalidArgumentError
-from ..files import read_columns
+from ..files import read_columns, read_rows
 from ..training import (
     NLI_LABELS,
     CosineSimilarityLoss,
@@ -37,6 +37,8 @@ from ..training import (
     read_examples,
 )
 from ..training.data import LabelKind
+from ..training.hard_negatives import MiningGuards, mine_hard_negatives, mined_columns
+from .collections import _add_engine_options, open_collection
 
 #: objective -> (loss class, label kind, label column candidates, text column candidates).
 _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
@@ -74,6 +76,8 @@ _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...],
         (("query", "positive", "negative"), ("anchor", "positive", "negative")),
     ),
 }
+#: Objectives that read a mined file's columns (query, positive, negative_1..k) when it has them.
+_MINED_OBJECTIVES = {"mnrl", "cross-encoder-listwise"}
 #: Objectives that train a CrossEncoder (the others train a SentenceEncoder).
 _CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression", "cross-encoder-listwise"}
 _PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
@@ -109,6 +113,9 @@ def _task(
     args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder | CrossEncoder
 ) -> tuple[Objective, list[Example]]:
     loss_class, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
+    mined = mined_columns(read_columns(path)) if objective in _MINED_OBJECTIVES and not args.columns else None
+    if mined:
+        text_candidates = (tuple(mined), *text_candidates)
     texts = _columns(path, args.columns, text_candidates, objective)
     label = _label_column(path, args.label_column, label_candidates) if kind else None
     options: dict[str, Any] = {"errors": "warn" if args.skip_bad_rows else "raise", "limit": args.limit}
@@ -182,6 +189,7 @@ def _train(args: argparse.Namespace) -> int:
     torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
     config = TrainingConfig(
+        batch_sampler=args.batch_sampler,
         epochs=args.epochs,
         max_steps=args.max_steps,
         batch_size=args.batch_size,
@@ -203,6 +211,32 @@ def _train(args: argparse.Namespace) -> int:
     best = f", best {evaluator.primary_metric} {result.best_metric:.2f} at step {result.best_step}" if evaluator else ""
     print(
         f"trained {result.steps} steps ({result.examples_per_second:.1f} examples/s){best} -> {args.output}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _mine(args: argparse.Namespace) -> int:
+    guards = MiningGuards(
+        args.range_min, args.range_max, args.max_score, args.min_score, args.absolute_margin, args.relative_margin
+    )
+    fields = [args.query_field, args.positive_field]
+    rows = [row for _, row in read_rows(args.pairs, columns=fields, fix="pass --query-field and --positive-field")]
+    with open_collection(args) as coll:
+        mined = mine_hard_negatives(
+            coll,
+            [row[args.query_field] for row in rows],
+            [row[args.positive_field] for row in rows],
+            documents=args.documents,
+            mode=args.mode,
+            num_negatives=args.negatives,
+            guards=guards,
+            show_progress_bar=args.progress,
+        )
+    mined.write(args.output)
+    print(
+        f"{args.pairs}: {len(mined.examples)} examples with {args.negatives} negatives -> {args.output}; "
+        f"{len(mined.skipped)} (query, positive) rows skipped (too few negatives passed the guards).",
         file=sys.stderr,
     )
     return 0
@@ -255,9 +289,35 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--eval-steps", type=int, default=None, help="evaluate every N steps (and at the end)")
     train.add_argument("--checkpoint-steps", type=int, default=None, help="write a resumable checkpoint every N steps")
     train.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --output")
+    train.add_argument(
+        "--batch-sampler",
+        default="random",
+        choices=("random", "no_duplicates"),
+        help="no_duplicates: no text twice in a batch (no in-batch false negatives for mnrl)",
+    )
     train.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     _common(train)
     train.set_defaults(run=_train)
+
+    mine = commands.add_parser(
+        "mine-negatives",
+        help="hard negatives for (query, positive id) pairs from a collection, as a training file for mnrl",
+    )
+    mine.add_argument("pairs", type=Path, help="JSONL/CSV/TSV of (query, positive id) rows; repeat a query per id")
+    mine.add_argument("--output", required=True, type=Path, help="JSONL to write: query, positive, negative_1..k")
+    mine.add_argument("--query-field", default="query", help="field holding the query (default: query)")
+    mine.add_argument("--positive-field", default="positive_id", help="field holding the positive's id")
+    mine.add_argument("--documents", action="store_true", help="positives are documents (all their chunks count)")
+    mine.add_argument("--mode", default="hybrid", choices=("dense", "sparse", "hybrid"), help="search mode")
+    mine.add_argument("--negatives", type=int, default=3, help="negatives per (query, positive) (default 3)")
+    mine.add_argument("--range-min", type=int, default=0, help="skip the best N hits (default 0)")
+    mine.add_argument("--range-max", type=int, default=50, help="candidates: hits ranked below N (default 50)")
+    mine.add_argument("--max-score", type=float, default=None, help="drop candidates scoring above this")
+    mine.add_argument("--min-score", type=float, default=None, help="drop candidates scoring below this")
+    mine.add_argument("--absolute-margin", type=float, default=None, help="keep candidates <= positive - margin")
+    mine.add_argument("--relative-margin", type=float, default=None, help="keep candidates <= positive * (1 - m)")
+    _add_engine_options(mine)
+    mine.set_defaults(run=_mine)
 
     evaluate = commands.add_parser("evaluate", help="score an encoder on STS, duplicate-pair or retrieval files")
     evaluate.add_argument("--sts", dest="eval_sts", action="append", metavar="FILE", help="pairs with a score")

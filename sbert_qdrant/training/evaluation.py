@@ -9,7 +9,7 @@ cosine values (a cross-encoder's scores).
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -136,7 +136,10 @@ class RetrievalEvaluator:
 
     relevant: query id -> ids of its relevant corpus documents. Without ``searcher`` the corpus is encoded
     and searched by exact cosine in memory; with one (e.g. a TextCollection already holding the corpus under
-    the same ids) its ``search_text`` answers the queries and the encoder argument is not used.
+    the same ids) its ``search_text`` answers the queries and the encoder argument is not used. ``searcher`` may
+    also be a function of the encoder under evaluation returning one (e.g. a fresh collection it has just indexed
+    the corpus into): called at every evaluation, so a model being trained is measured through a real collection
+    (closed afterwards when it has ``close()``).
     """
 
     primary_metric = "ndcg@10"
@@ -147,7 +150,7 @@ class RetrievalEvaluator:
         corpus: Mapping[Any, str],
         relevant: Mapping[Any, Iterable[Any]],
         k_values: Sequence[int] = (1, 5, 10),
-        searcher: TextSearcher | None = None,
+        searcher: TextSearcher | Callable[[SentenceEncoder], TextSearcher] | None = None,
         batch_size: int = 64,
     ) -> None:
         if not k_values or any(k < 1 for k in k_values):
@@ -182,6 +185,9 @@ class RetrievalEvaluator:
                 ranked.append([self.corpus_ids[i] for i in best])
         return ranked
 
+    def _rank(self, searcher: TextSearcher) -> list[list[Hashable]]:
+        return [[hit.id for hit in searcher.search_text(q, limit=self.depth)] for q in self.queries.values()]
+
     def __call__(self, encoder: SentenceEncoder | CrossEncoder) -> dict[str, float]:
         if self.searcher is None:
             if isinstance(encoder, CrossEncoder):
@@ -190,9 +196,18 @@ class RetrievalEvaluator:
                     "retrieves, and may re-rank with it) or evaluate a SentenceEncoder."
                 )
             ranked = self._rank_in_memory(encoder)
+        elif hasattr(self.searcher, "search_text"):
+            ranked = self._rank(self.searcher)
         else:
-            searcher = self.searcher
-            ranked = [[hit.id for hit in searcher.search_text(q, limit=self.depth)] for q in self.queries.values()]
+            if isinstance(encoder, CrossEncoder):
+                raise InvalidArgumentError("a searcher built from the encoder needs a SentenceEncoder.")
+            searcher = self.searcher(encoder)
+            try:
+                ranked = self._rank(searcher)
+            finally:
+                close = getattr(searcher, "close", None)
+                if close is not None:
+                    close()
         totals: dict[str, float] = {}
         for docs, query_id in zip(ranked, self.queries, strict=True):
             for name, value in _ranking_metrics(docs, self.relevant[query_id], self.k_values).items():

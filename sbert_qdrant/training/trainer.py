@@ -36,9 +36,18 @@ from .losses.base import Columns
 logger = logging.getLogger(__name__)
 
 TrainPrecision = Literal["auto", "fp32", "bf16", "fp16"]
+BatchSampler = Literal["random", "no_duplicates"]
 BEST = "best"
 #: Config fields that change the trajectory; a resumed run must match them.
-_TRAJECTORY_FIELDS = ("batch_size", "learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm", "seed")
+_TRAJECTORY_FIELDS = (
+    "batch_size",
+    "learning_rate",
+    "warmup_ratio",
+    "weight_decay",
+    "max_grad_norm",
+    "seed",
+    "batch_sampler",
+)
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,9 @@ class TrainingConfig:
     precision: "auto" is bf16 autocast on CUDA with bf16 (else fp16) and on CPUs with native bf16, else fp32.
     eval_steps: evaluate every N steps (and always at the end) when an evaluator is given.
     checkpoint_steps: write a resumable checkpoint every N steps (and at the end); needs ``output_dir``.
+    batch_sampler: "no_duplicates" keeps any text out of a batch that already holds it (in any column), so
+    in-batch negatives (MultipleNegativesRankingLoss) are never another copy of a positive; the number of batches
+    is unchanged, a text that fits nowhere else is placed anyway (and counted in the log).
     """
 
     epochs: int = 1
@@ -64,6 +76,7 @@ class TrainingConfig:
     checkpoint_steps: int | None = None
     checkpoint_limit: int = 2
     show_progress_bar: bool | None = None
+    batch_sampler: BatchSampler = "random"
 
     def __post_init__(self) -> None:
         positive = {"epochs": self.epochs, "batch_size": self.batch_size, "checkpoint_limit": self.checkpoint_limit}
@@ -83,6 +96,8 @@ class TrainingConfig:
             raise InvalidArgumentError(f"max_grad_norm={self.max_grad_norm!r} must be positive (None: no clipping).")
         if self.precision not in ("auto", "fp32", "bf16", "fp16"):
             raise InvalidArgumentError(f"precision={self.precision!r} is not 'auto', 'fp32', 'bf16' or 'fp16'.")
+        if self.batch_sampler not in ("random", "no_duplicates"):
+            raise InvalidArgumentError(f"batch_sampler={self.batch_sampler!r} is not 'random' or 'no_duplicates'.")
 
 
 @dataclass
@@ -122,6 +137,28 @@ def autocast_dtype(precision: TrainPrecision, device: torch.device) -> torch.dty
     return None
 
 
+def no_duplicate_batches(
+    order: Sequence[int], texts: Sequence[set[int]], batch_size: int
+) -> tuple[list[list[int]], int]:
+    """``order`` packed first-fit into ``ceil(len / batch_size)`` batches, none holding a text (hash) twice.
+
+    Returns the batches and how many examples had to join a batch that already held one of their texts (every
+    batch with room did).
+    """
+    count = math.ceil(len(order) / batch_size)
+    batches: list[list[int]] = [[] for _ in range(count)]
+    seen: list[set[int]] = [set() for _ in range(count)]
+    clashes = 0
+    for example in order:
+        open_slots = [b for b in range(count) if len(batches[b]) < batch_size]
+        slot = next((b for b in open_slots if seen[b].isdisjoint(texts[example])), None)
+        if slot is None:
+            slot, clashes = open_slots[0], clashes + 1
+        batches[slot].append(example)
+        seen[slot].update(texts[example])
+    return batches, clashes
+
+
 def _no_decay(name: str) -> bool:
     return name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name or "layernorm" in name
 
@@ -131,6 +168,8 @@ class _Task:
     objective: Objective
     columns: Columns  # as the objective tokenized its examples
     labels: torch.Tensor | None
+    #: Per example, the hashes of its texts' token ids (for batches without duplicates; None with random batches).
+    texts: list[set[int]] | None = None
 
     @property
     def size(self) -> int:
@@ -174,12 +213,17 @@ class Trainer:
         self.evaluator = evaluator
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.autocast = autocast_dtype(self.config.precision, encoder.device)
+        self._packing: tuple[tuple[int, int], list[list[int]]] | None = None
 
     def _tokenize(self) -> list[_Task]:
-        return [
-            _Task(objective, objective.tokenize(examples), objective.labels_tensor([e.label for e in examples]))
-            for objective, examples in zip(self.objectives, self.examples, strict=True)
-        ]
+        tasks = []
+        for objective, examples in zip(self.objectives, self.examples, strict=True):
+            columns = objective.tokenize(examples)
+            texts = None
+            if self.config.batch_sampler == "no_duplicates":
+                texts = [{hash(tuple(column[i])) for column in columns} for i in range(len(examples))]
+            tasks.append(_Task(objective, columns, objective.labels_tensor([e.label for e in examples]), texts))
+        return tasks
 
     def batches_per_epoch(self) -> int:
         """Optimizer steps in one epoch: round-robin until the smallest task is used up."""
@@ -195,11 +239,23 @@ class Trainer:
         epoch, position = divmod(rounds, per_epoch)
         task = tasks[task_index]
         generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
-        order = torch.randperm(task.size, generator=generator)
-        index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size].tolist()
+        order = torch.randperm(task.size, generator=generator).tolist()
+        if task.texts is None:
+            index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size]
+        else:
+            index = self._packed(task.texts, order, (epoch, task_index))[position]
         features = task.objective.collate(task.columns, index)
         labels = None if task.labels is None else task.labels[index].to(self.encoder.device)
         return task.objective, Batch(features, len(index), labels)
+
+    def _packed(self, texts: list[set[int]], order: list[int], key: tuple[int, int]) -> list[list[int]]:
+        """The epoch's batches of a task without a text twice in one batch (computed once per epoch and task)."""
+        if self._packing is None or self._packing[0] != key:
+            batches, clashes = no_duplicate_batches(order, texts, self.config.batch_size)
+            if clashes:
+                logger.info("%d examples share a text with every batch that had room (epoch %d).", clashes, key[0])
+            self._packing = (key, batches)
+        return self._packing[1]
 
     def _parameters(self) -> list[dict[str, Any]]:
         named: dict[int, tuple[str, nn.Parameter]] = {}
@@ -327,7 +383,12 @@ class Trainer:
         folder = ckpt.latest_checkpoint(path)
         summary, tensors, saved = ckpt.read_checkpoint(folder, type(self.encoder), self.encoder.device)
         ours, theirs = dataclasses.asdict(self.config), summary.get("config", {})
-        changed = [f"{k}: {theirs.get(k)!r} -> {ours[k]!r}" for k in _TRAJECTORY_FIELDS if theirs.get(k) != ours[k]]
+        defaults = dataclasses.asdict(TrainingConfig())  # a field added since the checkpoint was written
+        changed = [
+            f"{k}: {theirs.get(k, defaults[k])!r} -> {ours[k]!r}"
+            for k in _TRAJECTORY_FIELDS
+            if theirs.get(k, defaults[k]) != ours[k]
+        ]
         if summary.get("total_steps") != total:
             changed.append(f"total steps: {summary.get('total_steps')} -> {total}")
         if changed:

@@ -1,0 +1,321 @@
+"""Adapt the retriever to a corpus: BEIR SciFact before and after fine-tuning on hard negatives mined from the
+collection, and documents with chunk context, in one run.
+
+1. Index the corpus (5,183 abstracts, ``title + " " + text``, BEIR's input for dense models) with the base model
+   (all-MiniLM-L6-v2) into a Qdrant Edge collection with BM25; measure nDCG@10 and recall@100, dense and hybrid
+   (dbsf), on the evaluation queries (the anchor: "before").
+2. The same abstracts as documents (``upsert_documents``: the abstract's text, its title as chunk context), base
+   model: ``search_documents`` dense and hybrid (the second lever, apart from training).
+3. Mine hard negatives for the training queries from the collection of step 1 (``mine_hard_negatives``, hybrid by
+   default), fine-tune with MultipleNegativesRankingLoss on (query, positive, negatives) with batches free of
+   duplicates, evaluating on the dev split through a real collection after every epoch and keeping the best model.
+4. Re-embed the corpus with the trained model into a new collection and measure again ("after").
+
+Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
+(about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
+are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e.g. SciFact's test split) when given.
+
+    python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 1]
+        [--lr 3e-5] [--batch-size 32] [--negatives 1] [--chunk-tokens 128]
+
+The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, and of documents (base model, context).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gzip
+import hashlib
+import json
+import logging
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from _data import cpu_summary
+
+from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant.training import (
+    MultipleNegativesRankingLoss,
+    RetrievalEvaluator,
+    Trainer,
+    TrainingConfig,
+)
+from sbert_qdrant.training.hard_negatives import MiningGuards, mine_hard_negatives
+
+Mode = Literal["dense", "hybrid"]
+MODES: tuple[Mode, ...] = ("dense", "hybrid")
+#: One in this many train queries goes to the dev split (by a hash of its id).
+DEV_ONE_IN = 5
+
+
+@dataclass
+class Corpus:
+    ids: list[str]
+    titles: list[str]
+    bodies: list[str]
+
+    @property
+    def texts(self) -> list[str]:
+        return [f"{t} {b}" for t, b in zip(self.titles, self.bodies, strict=True)]
+
+
+def read_corpus(path: Path, limit: int | None) -> Corpus:
+    corpus = Corpus([], [], [])
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(corpus.ids) >= limit:
+                break
+            doc = json.loads(line)
+            corpus.ids.append(doc["_id"])
+            corpus.titles.append(doc["title"])
+            corpus.bodies.append(doc["text"])
+    return corpus
+
+
+def read_split(queries_path: Path, qrels_path: Path, known: set[str]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """BEIR queries (JSONL) and qrels (TSV with a header): the queries with a positive judgement in the corpus."""
+    qrels: dict[str, set[str]] = {}
+    with qrels_path.open(encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if int(row["score"]) > 0 and row["corpus-id"] in known:
+                qrels.setdefault(row["query-id"], set()).add(row["corpus-id"])
+    queries = {}
+    with queries_path.open(encoding="utf-8") as f:
+        for line in f:
+            query = json.loads(line)
+            if query["_id"] in qrels:
+                queries[query["_id"]] = query["text"]
+    return queries, {q: qrels[q] for q in queries}
+
+
+def is_dev(query_id: str) -> bool:
+    return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == 0
+
+
+class Rankings:
+    """A searcher over rankings computed in one batch (so the package's RetrievalEvaluator scores them)."""
+
+    def __init__(self, queries: Sequence[str], ranked: Sequence[Sequence[Any]]) -> None:
+        self.by_query = dict(zip(queries, ranked, strict=True))
+
+    def search_text(self, query: str, limit: int = 10) -> list[Any]:
+        return list(self.by_query[query])[:limit]
+
+
+def scores(queries: dict[str, str], qrels: dict[str, set[str]], search: Callable[[list[str]], list[list[Any]]]):
+    """(nDCG@10, recall@100) x100 of a batch search over the queries."""
+    texts = list(queries.values())
+    metrics = RetrievalEvaluator(queries, {}, qrels, k_values=(100,), searcher=Rankings(texts, search(texts)))(None)  # type: ignore[arg-type]
+    return metrics["ndcg@10"], metrics["recall@100"]
+
+
+def text_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> dict[str, tuple]:
+    return {
+        mode: scores(queries, qrels, lambda qs, m=mode: coll.search_texts(qs, limit=100, with_payload=False, mode=m))
+        for mode in MODES
+    }
+
+
+def document_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> dict[str, tuple]:
+    def search(mode: Mode) -> Callable[[list[str]], list[list[Any]]]:
+        return lambda qs: [coll.search_documents(q, limit=100, mode=mode, chunks=1) for q in qs]
+
+    return {mode: scores(queries, qrels, search(mode)) for mode in MODES}
+
+
+def index_texts(coll: TextCollection, corpus: Corpus) -> tuple[float, int]:
+    """Seconds and texts encoded (a re-run with the same ``--store`` skips the stored ones)."""
+    start = time.perf_counter()
+    result = coll.upsert_texts(
+        corpus.texts, ids=corpus.ids, payloads=[{"title": t} for t in corpus.titles], on_conflict="skip"
+    )
+    coll.optimize()
+    return time.perf_counter() - start, result.written
+
+
+def dev_searcher(corpus: Corpus, pool: list[str], folder: Path) -> Callable[[SentenceEncoder], TextCollection]:
+    """Builds, for the encoder being trained, a fresh dense collection of the dev pool (a real collection)."""
+    texts = dict(zip(corpus.ids, corpus.texts, strict=True))
+
+    def build(encoder: SentenceEncoder) -> TextCollection:
+        coll = TextCollection("dev", encoder, location=folder, sparse=None, recreate=True, show_progress_bar=False)
+        coll.upsert_texts([texts[d] for d in pool], ids=pool)
+        return coll
+
+    return build
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--eval-queries", type=Path, default=None, help="BEIR queries.jsonl to measure on")
+    parser.add_argument("--eval-qrels", type=Path, default=None, help="BEIR qrels TSV of --eval-queries")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=5e-5)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--train-tokens", type=int, default=128, help="max_seq_length while training (cost)")
+    parser.add_argument("--evals", type=int, default=2, help="dev evaluations during training (best model kept)")
+    parser.add_argument("--negatives", type=int, default=1, help="hard negatives per (query, positive)")
+    parser.add_argument("--mine-mode", default="hybrid", choices=("dense", "sparse", "hybrid"))
+    parser.add_argument("--range-min", type=int, default=2, help="skip the best N hits when mining")
+    parser.add_argument("--range-max", type=int, default=30, help="mine among the best N hits")
+    parser.add_argument("--relative-margin", type=float, default=None, help="mining guard (dense scores)")
+    parser.add_argument("--chunk-tokens", type=int, default=128, help="documents' chunk size (step 2)")
+    parser.add_argument("--dev-pool", type=int, default=10, help="dev corpus: relevant + best N hits per dev query")
+    parser.add_argument("--docs", type=int, default=None, help="first N abstracts only (quick run)")
+    parser.add_argument("--no-documents", dest="documents", action="store_false", help="skip step 2")
+    parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
+    parser.add_argument(
+        "--store", type=Path, default=None, help="Qdrant Edge folder to keep (a re-run resumes: stored texts skipped)"
+    )
+    args = parser.parse_args()
+    if (args.eval_queries is None) != (args.eval_qrels is None):
+        parser.error("give both --eval-queries and --eval-qrels, or neither")
+    logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
+    logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
+    began = time.perf_counter()
+    print(f"{sys.platform}, torch CPU, {cpu_summary()}")
+    folder = args.data / "scifact"
+    corpus = read_corpus(folder / "corpus.jsonl.gz", args.docs)
+    known = set(corpus.ids)
+    queries, qrels = read_split(folder / "queries_train.jsonl", folder / "qrels" / "train.tsv", known)
+    train = {q: t for q, t in queries.items() if not is_dev(q)}
+    dev = {q: t for q, t in queries.items() if is_dev(q)}
+    if args.eval_queries is not None:
+        eval_queries, eval_qrels = read_split(args.eval_queries, args.eval_qrels, known)
+        split = f"{args.eval_queries.name} ({len(eval_queries)} queries)"
+        if set(eval_queries.values()) & set(train.values()):
+            parser.error(f"{args.eval_queries} shares queries with the training split")
+    else:
+        eval_queries, eval_qrels, split = dev, {q: qrels[q] for q in dev}, f"dev split ({len(dev)} queries)"
+    print(f"{len(corpus.ids)} abstracts; train {len(train)} queries, dev {len(dev)}; measured on {split}")
+    base = SentenceEncoder.load(device="cpu", precision="fp32")
+    timings: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.output or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        store = args.store or Path(tmp) / "edge"
+        print("\n== 1. index with the base model, measure ==")
+        with TextCollection("scifact", base, location=store) as coll:
+            timings["index base"], written = index_texts(coll, corpus)
+            before = text_scores(coll, eval_queries, eval_qrels)
+            print(f"indexed {written} texts (others were stored) in {timings['index base']:.0f} s; before: {before}")
+            print("\n== 3a. mine hard negatives from it ==")
+            start = time.perf_counter()
+            pairs = [(train[q], d) for q in train for d in sorted(qrels[q])]
+            guards = MiningGuards(args.range_min, args.range_max, relative_margin=args.relative_margin)
+            mined = mine_hard_negatives(
+                coll,
+                [q for q, _ in pairs],
+                [d for _, d in pairs],
+                mode=args.mine_mode,
+                num_negatives=args.negatives,
+                guards=guards,
+            )
+            mined.write(root / "mined.jsonl")
+            timings["mine"] = time.perf_counter() - start
+            print(f"{len(mined.examples)} examples, {len(mined.skipped)} skipped, {timings['mine']:.1f} s")
+            dev_hits = coll.search_texts(list(dev.values()), limit=args.dev_pool, with_payload=False, mode="hybrid")
+            pool = sorted({d for q in dev for d in qrels[q]} | {str(h.id) for hits in dev_hits for h in hits})
+        documents = None
+        if args.documents:
+            print(f"\n== 2. documents, base model, title as chunk context, {args.chunk_tokens}-token chunks ==")
+            with TextCollection("scifact-documents", base, location=store) as coll:
+                start = time.perf_counter()
+                coll.upsert_documents(
+                    corpus.bodies,
+                    ids=corpus.ids,
+                    payloads=[{"title": t} for t in corpus.titles],
+                    chunk_tokens=args.chunk_tokens,
+                    on_conflict="skip",
+                    context_field="title",
+                )
+                coll.optimize()
+                timings["index documents"] = time.perf_counter() - start
+                documents = document_scores(coll, eval_queries, eval_qrels)
+                print(f"indexed in {timings['index documents']:.0f} s; documents: {documents}")
+        print(
+            f"\n== 3b. train: MNRL, {args.negatives} hard negative(s), batches of {args.batch_size} without "
+            f"duplicates, lr {args.lr}, {args.epochs} epoch(s), {args.train_tokens} tokens =="
+        )
+        encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.train_tokens)
+        steps = args.epochs * -(-len(mined.examples) // args.batch_size)
+        config = TrainingConfig(
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.lr,
+            precision="fp32",
+            eval_steps=max(1, steps // args.evals),
+            checkpoint_steps=max(1, steps // args.evals),
+            batch_sampler="no_duplicates",
+            show_progress_bar=True,
+        )
+        evaluator = RetrievalEvaluator(
+            dev,
+            {},
+            {q: qrels[q] for q in dev},
+            k_values=(100,),
+            searcher=dev_searcher(corpus, pool, Path(tmp) / "dev"),
+        )
+        print(f"dev pool {len(pool)} abstracts; step 0 on it: {evaluator(encoder)}")
+        trainer = Trainer(
+            encoder,
+            [(MultipleNegativesRankingLoss(encoder), mined.examples)],
+            config,
+            evaluator,
+            output_dir=root / "model",
+        )
+        resume = (root / "model" / "checkpoints").is_dir()
+        result = trainer.fit(resume_from=root / "model" if resume else None)
+        timings["train"] = result.train_seconds
+        for step, metrics in result.evaluations:
+            print(f"step {step}: dev pool {metrics}")
+        print(
+            f"{result.steps} steps, {result.train_seconds:.0f} s in steps ({result.examples_per_second:.2f} "
+            f"examples/s); best dev nDCG@10 {result.best_metric:.2f} at step {result.best_step}"
+        )
+        print("\n== 4. re-embed the collection with the trained model (reembed), measure ==")
+        trained = SentenceEncoder.load(
+            root / "model", device="cpu", precision="fp32", max_seq_length=base.max_seq_length
+        )
+        with TextCollection("scifact-adapted", trained, location=store) as stale:  # from an earlier run
+            if stale.exists():
+                stale.delete_collection()
+        start = time.perf_counter()
+        with TextCollection("scifact", base, location=store) as coll:
+            coll.reembed("scifact-adapted", trained)
+        timings["re-embed"] = time.perf_counter() - start
+        with TextCollection("scifact-adapted", trained, location=store) as coll:
+            coll.optimize()
+            after = text_scores(coll, eval_queries, eval_qrels)
+    print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
+    rows = [(f"{mode} before (anchor)", before[mode]) for mode in MODES]
+    rows += [(f"{mode} after", after[mode]) for mode in MODES]
+    if documents:
+        rows += [(f"documents {mode} (base model, context)", documents[mode]) for mode in MODES]
+    for label, (ndcg, recall) in rows:
+        print(f"{label:40}{ndcg:7.2f}  {recall:7.2f}")
+    print(f"dense: {after['dense'][0] - before['dense'][0]:+.2f} nDCG@10 (target >= +5 on test)")
+    print(f"hybrid: {after['hybrid'][0] - before['hybrid'][0]:+.2f} nDCG@10 (target after >= 76 on test)")
+    print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
+    print(f"(whole run {time.perf_counter() - began:.0f} s)")
+    figures = {
+        "dense_before": before["dense"][0],
+        "dense_after": after["dense"][0],
+        "hybrid_before": before["hybrid"][0],
+        "hybrid_after": after["hybrid"][0],
+        "documents_dense": documents["dense"][0] if documents else None,
+        "documents_hybrid": documents["hybrid"][0] if documents else None,
+        "train_seconds": round(timings["train"], 1),
+    }
+    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in figures.items()}))
+
+
+if __name__ == "__main__":
+    main()
