@@ -19,6 +19,7 @@ from flavours import Engines
 from sbert_qdrant import (
     CollectionMismatchError,
     DataFormatError,
+    InvalidArgumentError,
     InvalidInputError,
     PartialWriteError,
     SentenceEncoder,
@@ -88,7 +89,7 @@ def test_dataset_stores_what_upsert_texts_stores(
         ids=[r["qid"] for r in rows] if id_column else None,
         payloads=[{"score": r["score"]} if id_column else {"qid": r["qid"], "score": r["score"]} for r in rows],
     )
-    result = upsert(rows, ray_coll, model_dir, id_column=id_column, actors=2)
+    result = upsert(rows, ray_coll, model_dir, id_column=id_column, actors=2, bulk=id_column is None)
     assert list(result) == list(ids) and (result.written, result.skipped) == (len(rows), 0)
     assert ray_coll.count() == own.count() == len(rows)
     mine, theirs = stored(own, ids), stored(ray_coll, ids)
@@ -195,6 +196,23 @@ def test_a_bad_row_stops_the_run_naming_it_and_keeps_what_was_written(
     if bad["text"] is None:  # once: the fixed rows resume where the run stopped
         fixed = upsert(broken[:30], coll, model_dir, id_column="qid", on_conflict="skip")
         assert (fixed.written, fixed.skipped, coll.count()) == (6, 24, 30)
+
+
+def test_arguments_are_checked_before_any_work(local_ray: None, tmp_path: Path, encoder: SentenceEncoder) -> None:
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll, dataset = engines.open(encoder), ray.data.from_items([{"text": "a"}])
+        for options, match in [
+            ({"url": "http://localhost:6333", "bulk": True}, "bulk=True needs one writer"),
+            ({"actors": 0}, "actors=0 must be a positive integer"),
+            ({"gpus_per_actor": -1}, "gpus_per_actor=-1 must be a number >= 0"),
+            ({"text_column": "body"}, r"no column\(s\) \['body'\]"),
+        ]:
+            with pytest.raises(InvalidArgumentError, match=match):
+                sbert_ray.upsert_dataset(dataset, coll, **options)
+        assert not coll.exists()
+    finally:
+        engines.close()
 
 
 def test_vectors_of_another_model_are_refused_by_name(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import ray.data
@@ -44,10 +44,12 @@ def upsert_dataset(
     payload_columns: Sequence[str] | None = None,
     model: str | os.PathLike[str] | None = None,
     actors: int = 1,
+    cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 1024,
     precision: Precision = "auto",
     on_conflict: OnConflict = "overwrite",
+    bulk: bool = False,
     url: str | None = None,
     show_progress_bar: bool | None = None,
 ) -> UpsertResult:
@@ -55,18 +57,23 @@ def upsert_dataset(
 
     Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once, on
     its own device at ``precision`` ("auto": fp16 on a GPU); it must be the collection's model (its identity is
-    checked, another is refused by name). ``batch_size`` rows go to an actor at a time, and into one write.
+    checked, another is refused by name). Each actor holds ``cpus_per_actor`` CPUs (its torch threads) and
+    ``gpus_per_actor`` GPUs. ``batch_size`` rows go to an actor at a time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
     instead (``QdrantDatasink``). ``on_conflict="skip"``: ids already stored are dropped before they reach an
-    encoder. Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was
-    written stays (a ``PartialWriteError`` lists it) and a re-run writes the rest.
+    encoder. ``bulk=True``: as in ``upsert_texts`` (a server's indexing paused during the load; one writer only).
+    Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was written stays
+    (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
+    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool.check()
+    _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=False)
     options = {"columns": columns, "precision": precision, "skip": skip}
-    encoded = _encoded(dataset, EncodeTexts, _model(model), options, actors, gpus_per_actor, batch_size)
+    encoded = _encoded(dataset, EncodeTexts, _model(model), options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
     stream = _Stream(encoded, columns)
@@ -76,6 +83,7 @@ def upsert_dataset(
         on_conflict=on_conflict,
         show_progress_bar=show_progress_bar,
         vectors_from=stream.identity,
+        bulk=bulk,
     )
     return stream.result(written)
 
@@ -92,23 +100,28 @@ def upsert_documents_dataset(
     context_field: str | None = None,
     model: str | os.PathLike[str] | None = None,
     actors: int = 1,
+    cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 64,
     precision: Precision = "auto",
     on_conflict: OnConflict = "overwrite",
+    bulk: bool = False,
     url: str | None = None,
     show_progress_bar: bool | None = None,
 ) -> UpsertResult:
     """``upsert_dataset`` for documents: each row's text chunked (as ``upsert_documents`` does with the same
     ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
     document. ``batch_size`` counts documents."""
+    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool.check()
+    _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=True)
     chunking: dict[str, Any] = dict(
         chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens, context_field=context_field
     )
     options = {"columns": columns, "precision": precision, "skip": skip, **chunking}
-    encoded = _encoded(dataset, EncodeDocuments, _model(model), options, actors, gpus_per_actor, batch_size)
+    encoded = _encoded(dataset, EncodeDocuments, _model(model), options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
     stream = _Stream(encoded, columns)
@@ -117,9 +130,18 @@ def upsert_documents_dataset(
         on_conflict=on_conflict,
         show_progress_bar=show_progress_bar,
         vectors_from=stream.identity,
+        bulk=bulk,
         **chunking,
     )
     return stream.result(written)
+
+
+def _check_writers(url: str | None, bulk: bool) -> None:
+    if url is not None and bulk:
+        raise InvalidArgumentError(
+            "bulk=True needs one writer (the default, url=None): with url= the workers write in parallel, and "
+            "no one of them can pause and restore the collection's indexing for the others."
+        )
 
 
 def _model(model: str | os.PathLike[str] | None) -> str | None:
@@ -137,28 +159,39 @@ def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequ
     return columns
 
 
+class _Pool(NamedTuple):
+    """The actors that encode: how many, what each holds, and the rows each is given at a time."""
+
+    actors: int
+    cpus: float
+    gpus: float
+    batch_size: int
+
+    def check(self) -> None:
+        for name, count in (("actors", self.actors), ("batch_size", self.batch_size)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidArgumentError(f"{name}={count!r} must be a positive integer.")
+        for name, amount in (("cpus_per_actor", self.cpus), ("gpus_per_actor", self.gpus)):
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+                raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
+
+
 def _encoded(
     dataset: ray.data.Dataset,
     actor: type[EncodeTexts] | type[EncodeDocuments],
     model: str | None,
     options: dict[str, Any],
-    actors: int,
-    gpus_per_actor: float,
-    batch_size: int,
+    pool: _Pool,
 ) -> ray.data.Dataset:
-    """The dataset with its vectors, encoded by a pool of ``actors`` (rows kept in the dataset's order)."""
-    for name, value in (("actors", actors), ("batch_size", batch_size)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidArgumentError(f"{name}={value!r} must be a positive integer.")
-    if isinstance(gpus_per_actor, bool) or not isinstance(gpus_per_actor, (int, float)) or gpus_per_actor < 0:
-        raise InvalidArgumentError(f"gpus_per_actor={gpus_per_actor!r} must be a number >= 0 (0: CPU actors).")
+    """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
         actor,
         fn_constructor_args=(model,),
         fn_constructor_kwargs=options,
-        compute=ray.data.ActorPoolStrategy(size=actors),
-        num_gpus=gpus_per_actor or None,
-        batch_size=batch_size,
+        compute=ray.data.ActorPoolStrategy(size=pool.actors),
+        num_cpus=pool.cpus,
+        num_gpus=pool.gpus or None,
+        batch_size=pool.batch_size,
         batch_format="numpy",
     )
     encoded.context.execution_options.preserve_order = True  # ids come back in the dataset's order

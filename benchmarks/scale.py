@@ -1,0 +1,92 @@
+"""Scale-out figures, each beside its anchor, in one run on this machine (one machine: no cluster, no GPU here).
+
+1. Ingestion of the same N real texts (Quora questions) into embedded Qdrant Edge: ``upsert_texts`` in this process
+   (the anchor) vs ``integrations.ray.upsert_dataset`` with 1 actor x 2 CPUs and 2 actors x 1 CPU, on a local Ray
+   of 2 CPUs (equal cores). Ray's wall time includes starting the actors and loading the model in each.
+2. The write path of precomputed vectors (``upsert_texts(..., vectors=, vectors_from=)``) into Edge, points/s,
+   beside encoding alone: which of the two bounds ingestion.
+
+    python benchmarks/scale.py --data ../shared/data [--texts 20000] [--actors-runs 1x2,2x1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import ray
+import torch
+from _data import cpu_summary, read_corpus
+
+from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant.integrations.ray import upsert_dataset
+
+
+def _timed_into_edge(encoder: SentenceEncoder, texts: list[str], write: str, **options: object) -> float:
+    """Seconds to store ``texts`` in a new Edge collection (closing it, i.e. the flush to disk, included)."""
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        with TextCollection("bench", encoder, location=folder, show_progress_bar=False) as coll:
+            if write == "ray":
+                result = upsert_dataset(ray.data.from_items([{"text": t} for t in texts]), coll, **options)  # type: ignore[arg-type]
+            else:
+                result = coll.upsert_texts(texts, **options)  # type: ignore[arg-type]
+        took = time.perf_counter() - start
+        with TextCollection("bench", encoder, location=folder) as coll:
+            if result.written != len(texts) or coll.count() != len(texts):
+                raise SystemExit(f"{write}: {result.written} written, {coll.count()} stored, not {len(texts)}")
+    return took
+
+
+def ingestion(texts: list[str], encoder: SentenceEncoder, pools: list[tuple[int, int]]) -> None:
+    n = len(texts)
+    print(f"\n1. Ingestion of {n} Quora questions into Qdrant Edge (Ray: local, num_cpus=2)")
+    anchor = _timed_into_edge(encoder, texts, "texts")
+    print(f"  upsert_texts, this process ({torch.get_num_threads()} threads)   {n / anchor:8.1f} texts/s  (anchor)")
+    for actors, cpus in pools:
+        took = _timed_into_edge(encoder, texts, "ray", actors=actors, cpus_per_actor=cpus, batch_size=1024)
+        overhead = took / anchor - 1
+        print(
+            f"  upsert_dataset, {actors} actor(s) x {cpus} CPU(s)          {n / took:8.1f} texts/s  "
+            f"ratio {anchor / took:.3f}, overhead {overhead:+.1%} (target <= +15 %)"
+        )
+
+
+def write_path(texts: list[str], encoder: SentenceEncoder) -> None:
+    n = len(texts)
+    print(f"\n2. Precomputed vectors into Qdrant Edge ({n} points, BM25 computed in-process) vs encoding alone")
+    start = time.perf_counter()
+    vectors = np.asarray(encoder.encode_document(texts, batch_size=32, show_progress_bar=False))
+    encode = time.perf_counter() - start
+    print(f"  encode only ({encoder.precision})                         {n / encode:8.1f} texts/s  (anchor)")
+    took = _timed_into_edge(encoder, texts, "texts", vectors=vectors, vectors_from=encoder.identity)
+    print(f"  upsert_texts(vectors=, vectors_from=)         {n / took:8.1f} points/s  {encode / took:.1f}x encoding")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--texts", type=int, default=20_000, help="real texts ingested")
+    parser.add_argument("--pools", default="1x2,2x1", help="Ray pools as ACTORSxCPUS, comma-separated")
+    parser.add_argument("--parts", default="12", help="which parts to run")
+    args = parser.parse_args()
+    pools = [(int(a), int(c)) for a, c in (p.split("x") for p in args.pools.split(","))]
+    texts = read_corpus(args.data, args.texts)
+    encoder = SentenceEncoder.load(device="cpu")
+    print(f"{sys.platform}, torch CPU, {cpu_summary()}\nencoder {encoder!r} ({encoder.identity})")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    print(f"ray {ray.__version__}, local, {int(ray.cluster_resources()['CPU'])} CPUs")
+    if "1" in args.parts:
+        ingestion(texts, encoder, pools)
+    if "2" in args.parts:
+        write_path(texts, encoder)
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
