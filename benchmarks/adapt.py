@@ -41,12 +41,13 @@ from _data import cpu_summary
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.training import (
+    MiningGuards,
     MultipleNegativesRankingLoss,
     RetrievalEvaluator,
     Trainer,
     TrainingConfig,
+    mine_hard_negatives,
 )
-from sbert_qdrant.training.hard_negatives import MiningGuards, mine_hard_negatives
 
 Mode = Literal["dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("dense", "hybrid")

@@ -150,8 +150,10 @@ def test_cli_mines_a_file_the_trainer_reads(
     assert all(len(e.texts) == 4 for e in read_texts(out, columns))
     argv = ["train", "--objective", "mnrl", "--train", str(out), "--model", str(tmp_path / "tiny"), "--device", "cpu"]
     argv += ["--output", str(tmp_path / "m"), "--max-steps", "2", "--batch-sampler", "no_duplicates", "--no-progress"]
-    assert main(argv) == 0
-    assert "trained 2 steps" in capsys.readouterr().err
+    assert main([*argv, "--eval-retrieval", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "trained 2 steps" in captured.err and "best ndcg@10" in captured.err
+    assert [json.loads(line)["step"] for line in captured.out.splitlines()] == [0, 2]
 
 
 def test_tiny_end_to_end_lowers_the_loss_and_raises_retrieval(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ _OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...],
 _MINED_OBJECTIVES = {"mnrl", "cross-encoder-listwise"}
 #: Objectives that train a CrossEncoder (the others train a SentenceEncoder).
 _CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression", "cross-encoder-listwise"}
-_PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"))
+_PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"), ("query", "positive"))
 
 
 def _columns(
@@ -139,7 +139,7 @@ def _evaluators(args: argparse.Namespace) -> list[tuple[str, str, Evaluator]]:
     for path in args.eval_pairs or []:
         rows = _pairs(args, path, ("is_duplicate", "label"), "binary")
         found.append(("pairs", path, PairClassificationEvaluator(*_split(rows), [int(r.label or 0) for r in rows])))
-    for path in getattr(args, "eval_retrieval", None) or []:
+    for path in args.eval_retrieval or []:
         rows = read_examples(path, _columns(path, args.eval_columns, _PAIR_COLUMNS, "retrieval", "--eval-columns"))
         queries = {i: r.texts[0] for i, r in enumerate(rows)}
         corpus = {text: text for r in rows for text in r.texts[1:2]}
@@ -179,7 +179,9 @@ def _train(args: argparse.Namespace) -> int:
         )
     evaluators = _evaluators(args)
     if len(evaluators) > 1:
-        raise InvalidArgumentError("give one --eval-sts or --eval-pairs file; the best model is kept by its metric.")
+        raise InvalidArgumentError(
+            "give one --eval-sts, --eval-pairs or --eval-retrieval file; the best model is kept by its metric."
+        )
     encoder = _load_model(args, train_cross_encoder=cross == {True})
     if isinstance(encoder, CrossEncoder) != (cross == {True}):
         raise InvalidArgumentError(
@@ -275,6 +277,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     train.add_argument("--output", required=True, type=Path, help="folder for the trained model and checkpoints")
     train.add_argument("--eval-sts", action="append", metavar="FILE", help="STS pairs with a score column")
     train.add_argument("--eval-pairs", action="append", metavar="FILE", help="pairs with a 0/1 duplicate column")
+    train.add_argument(
+        "--eval-retrieval", action="append", metavar="FILE", help="held-out (query, relevant text) pairs: nDCG@10"
+    )
     train.add_argument("--columns", default=None, help="text columns of the training files, comma-separated")
     train.add_argument("--label-column", default=None, help="label column (default: by objective)")
     train.add_argument("--limit", type=int, default=None, help="read at most this many rows per training file")

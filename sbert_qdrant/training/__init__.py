@@ -1,5 +1,5 @@
-"""Fine-tuning: data readers, the SBERT and cross-encoder objectives, a trainer and evaluators. Uses the encoder,
-never the store."""
+"""Fine-tuning: data readers, the SBERT and cross-encoder objectives, a trainer, evaluators, and hard negatives mined
+from a collection (through its public search). Uses the encoder, never the store."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .data import (
     read_texts,
 )
 from .evaluation import Evaluator, PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
+from .hard_negatives import MinedNegatives, MiningGuards, mine_hard_negatives
 from .losses import (
     Batch,
     CoSENTLoss,
@@ -46,6 +47,8 @@ __all__ = [
     "DataFormatError",
     "Evaluator",
     "Example",
+    "MinedNegatives",
+    "MiningGuards",
     "MultipleNegativesRankingLoss",
     "Objective",
     "OnlineContrastiveLoss",
@@ -59,6 +62,7 @@ __all__ = [
     "TrainingResult",
     "TripletLoss",
     "make_batch",
+    "mine_hard_negatives",
     "read_binary_pairs",
     "read_examples",
     "read_nli",
