@@ -67,15 +67,7 @@ def split_document(text: str, offsets: Offsets, max_tokens: int, overlap_tokens:
     """Split ``text`` (checked non-empty) into chunks of at most ``max_tokens`` tokens."""
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:
         raise InvalidArgumentError(f"chunk_tokens={max_tokens!r} must be an integer of at least 8.")
-    if (
-        isinstance(overlap_tokens, bool)
-        or not isinstance(overlap_tokens, int)
-        or not 0 <= overlap_tokens < max_tokens // 2
-    ):
-        raise InvalidArgumentError(
-            f"overlap_tokens={overlap_tokens!r} must be an integer from 0 to less than half of chunk_tokens "
-            f"({max_tokens})."
-        )
+    check_overlap(overlap_tokens, max_tokens)
     spans = offsets(text)
     chunks: list[Chunk] = []
     first = 0
@@ -92,6 +84,18 @@ def split_document(text: str, offsets: Offsets, max_tokens: int, overlap_tokens:
             break
         first = _next_start(text, spans, first, last, overlap_tokens)
     return chunks
+
+
+def check_overlap(overlap_tokens: object, max_tokens: int) -> None:
+    if (
+        isinstance(overlap_tokens, bool)
+        or not isinstance(overlap_tokens, int)
+        or not 0 <= overlap_tokens < max_tokens // 2
+    ):
+        raise InvalidArgumentError(
+            f"overlap_tokens={overlap_tokens!r} must be an integer from 0 to less than half of chunk_tokens "
+            f"({max_tokens})."
+        )
 
 
 def _word_start(text: str, spans: list[tuple[int, int]], i: int) -> bool:
@@ -233,6 +237,7 @@ class Chunking:
         if context_field is not None and (not isinstance(context_field, str) or not context_field):
             raise InvalidArgumentError(f"context_field={context_field!r} must name a payload field, e.g. 'title'.")
         overlap = budget // 8 if overlap_tokens is None else overlap_tokens
+        check_overlap(overlap, budget)
         return cls(encoder.token_spans, budget, overlap, encoder.document_token_limit, context_field)
 
     def inputs(self, text: str, payload: Mapping[str, Any] | None = None) -> list[str]:
@@ -247,7 +252,8 @@ class Chunking:
         fields = record.fields
         context = self._context(record)
         budget = min(self.max_tokens, self.limit - len(self.offsets(context))) if context else self.max_tokens
-        chunks = split_document(record.text, self.offsets, budget, min(self.overlap_tokens, budget // 2 - 1))
+        overlap = min(self.overlap_tokens, budget // 2 - 1)  # a context may have shrunk the budget
+        chunks = split_document(record.text, self.offsets, budget, overlap)
         settings = {
             "max_tokens": self.max_tokens,
             "overlap_tokens": self.overlap_tokens,
