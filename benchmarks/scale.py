@@ -5,6 +5,9 @@
    of 2 CPUs (equal cores). Ray's wall time includes starting the actors and loading the model in each.
 2. The write path of precomputed vectors (``upsert_texts(..., vectors=, vectors_from=)``) into Edge, points/s,
    beside encoding alone: which of the two bounds ingestion.
+3. Encoding speed by length: the same encoder on Quora questions vs SciFact abstracts cut into chunks of the
+   model's 256 tokens (as ``upsert_documents`` cuts them): the factor docs/scale.md applies to published
+   sentence throughput when it plans for chunks.
 
     python benchmarks/scale.py --data ../shared/data [--texts 20000] [--actors-runs 1x2,2x1]
 """
@@ -20,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import ray
 import torch
-from _data import cpu_summary, read_corpus
+from _data import cpu_summary, read_corpus, read_scifact
 
 from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant.documents import Chunking
 from sbert_qdrant.integrations.ray import upsert_dataset
 
 
@@ -67,12 +71,34 @@ def write_path(texts: list[str], encoder: SentenceEncoder) -> None:
     print(f"  upsert_texts(vectors=, vectors_from=)         {n / took:8.1f} points/s  {encode / took:.1f}x encoding")
 
 
+def _rate(encoder: SentenceEncoder, texts: list[str]) -> tuple[float, float]:
+    """(texts/s, tokens/s) of encoding ``texts`` once."""
+    tokens = sum(min(len(encoder.token_spans(t)), encoder.max_seq_length - 2) for t in texts)
+    start = time.perf_counter()
+    encoder.encode_document(texts, batch_size=32, show_progress_bar=False)
+    took = time.perf_counter() - start
+    return len(texts) / took, tokens / took
+
+
+def by_length(data: Path, questions: list[str], encoder: SentenceEncoder, chunks: int) -> None:
+    _, abstracts, _, _ = read_scifact(data / "scifact", limit=chunks)
+    chunking = Chunking.of(encoder)
+    inputs = [piece for text in abstracts for piece in chunking.inputs(text)][:chunks]
+    print(f"\n3. Encoding speed by length ({encoder.precision}, batch 32)")
+    short = _rate(encoder, questions[: 4 * chunks])
+    long = _rate(encoder, inputs)
+    for name, n, (texts, tokens) in (("Quora questions", 4 * chunks, short), ("SciFact chunks", len(inputs), long)):
+        print(f"  {name:<16} {n:>6}  {texts:8.1f} texts/s  {tokens:9.0f} tokens/s")
+    print(f"  chunk/question texts/s factor {long[0] / short[0]:.3f} (anchor: Quora questions)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--texts", type=int, default=20_000, help="real texts ingested")
     parser.add_argument("--pools", default="1x2,2x1", help="Ray pools as ACTORSxCPUS, comma-separated")
-    parser.add_argument("--parts", default="12", help="which parts to run")
+    parser.add_argument("--chunks", type=int, default=1000, help="SciFact chunks for part 3")
+    parser.add_argument("--parts", default="123", help="which parts to run")
     args = parser.parse_args()
     pools = [(int(a), int(c)) for a, c in (p.split("x") for p in args.pools.split(","))]
     texts = read_corpus(args.data, args.texts)
@@ -85,6 +111,8 @@ def main() -> None:
         ingestion(texts, encoder, pools)
     if "2" in args.parts:
         write_path(texts, encoder)
+    if "3" in args.parts:
+        by_length(args.data, texts, encoder, args.chunks)
     ray.shutdown()
 
 

@@ -287,17 +287,23 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
 
-def _add_file_options(parser: argparse.ArgumentParser) -> None:
+def _add_file_options(parser: argparse.ArgumentParser, ray_formats: Sequence[str] = ()) -> None:
     parser.add_argument(
-        "--format", choices=FORMATS, default=None, help="file format (default: from the name; .gz read too)"
+        "--format",
+        choices=tuple(dict.fromkeys([*FORMATS, *ray_formats])),
+        default=None,
+        help="file format (default: from the name; .gz read too)" + (" (parquet: with --ray)" if ray_formats else ""),
     )
     parser.add_argument("--text-field", default="text", help="field holding the text (TXT: each line is 'text')")
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
-    index = commands.add_parser("index", help="embed a JSONL/CSV/TSV/TXT file (optionally .gz) into a collection")
+    index = commands.add_parser(
+        "index",
+        help="embed a JSONL/CSV/TSV/TXT file (optionally .gz; several, and Parquet, with --ray) into a collection",
+    )
     index.add_argument("file", nargs="+", help="records to index (several files, or object-store URIs, with --ray)")
-    _add_file_options(index)
+    _add_file_options(index, ray_formats=("jsonl", "csv", "parquet"))
     index.add_argument("--id-field", default=None, help="field holding your id (default: ids from the text)")
     index.add_argument("--payload-fields", default=None, help="comma-separated fields to keep (default: all others)")
     index.add_argument(
