@@ -51,6 +51,8 @@ from sbert_qdrant.training import (
 
 Mode = Literal["dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("dense", "hybrid")
+#: mode -> (nDCG@10, recall@100), x100.
+Scores = dict[str, tuple[float, float]]
 #: One in this many train queries goes to the dev split (by a hash of its id).
 DEV_ONE_IN = 5
 
@@ -109,21 +111,23 @@ class Rankings:
         return list(self.by_query[query])[:limit]
 
 
-def scores(queries: dict[str, str], qrels: dict[str, set[str]], search: Callable[[list[str]], list[list[Any]]]):
+def scores(
+    queries: dict[str, str], qrels: dict[str, set[str]], search: Callable[[list[str]], list[list[Any]]]
+) -> tuple[float, float]:
     """(nDCG@10, recall@100) x100 of a batch search over the queries."""
     texts = list(queries.values())
     metrics = RetrievalEvaluator(queries, {}, qrels, k_values=(100,), searcher=Rankings(texts, search(texts)))(None)  # type: ignore[arg-type]
     return metrics["ndcg@10"], metrics["recall@100"]
 
 
-def text_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> dict[str, tuple]:
+def text_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> Scores:
     return {
         mode: scores(queries, qrels, lambda qs, m=mode: coll.search_texts(qs, limit=100, with_payload=False, mode=m))
         for mode in MODES
     }
 
 
-def document_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> dict[str, tuple]:
+def document_scores(coll: TextCollection, queries: dict[str, str], qrels: dict[str, set[str]]) -> Scores:
     def search(mode: Mode) -> Callable[[list[str]], list[list[Any]]]:
         return lambda qs: [coll.search_documents(q, limit=100, mode=mode, chunks=1) for q in qs]
 
@@ -152,6 +156,95 @@ def dev_searcher(corpus: Corpus, pool: list[str], folder: Path) -> Callable[[Sen
     return build
 
 
+def index_documents(
+    args: argparse.Namespace,
+    corpus: Corpus,
+    base: SentenceEncoder,
+    store: Path,
+    queries: dict[str, str],
+    qrels: dict[str, set[str]],
+    timings: dict[str, float],
+) -> Scores | None:
+    """Step 2: the abstracts as documents, titles as chunk context, base model."""
+    if not args.documents:
+        return None
+    print(f"\n== 2. documents, base model, title as chunk context, {args.chunk_tokens}-token chunks ==")
+    with TextCollection("scifact-documents", base, location=store) as coll:
+        start = time.perf_counter()
+        coll.upsert_documents(
+            corpus.bodies,
+            ids=corpus.ids,
+            payloads=[{"title": t} for t in corpus.titles],
+            chunk_tokens=args.chunk_tokens,
+            on_conflict="skip",
+            context_field="title",
+        )
+        coll.optimize()
+        timings["index documents"] = time.perf_counter() - start
+        documents = document_scores(coll, queries, qrels)
+    print(f"indexed in {timings['index documents']:.0f} s; documents: {documents}")
+    return documents
+
+
+def fine_tune(
+    args: argparse.Namespace,
+    examples: list[Any],
+    evaluator: RetrievalEvaluator,
+    output: Path,
+    timings: dict[str, float],
+) -> SentenceEncoder:
+    """Step 3b: MNRL on the mined examples, the best model on the dev pool kept (resumes from ``output``)."""
+    print(
+        f"\n== 3b. train: MNRL, {args.negatives} hard negative(s), batches of {args.batch_size} without "
+        f"duplicates, lr {args.lr}, {args.epochs} epoch(s), {args.train_tokens} tokens =="
+    )
+    encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.train_tokens)
+    steps = args.epochs * -(-len(examples) // args.batch_size)
+    config = TrainingConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        learning_rate=args.lr,
+        precision="fp32",
+        eval_steps=max(1, steps // args.evals),
+        checkpoint_steps=max(1, steps // args.evals),
+        batch_sampler="no_duplicates",
+        show_progress_bar=True,
+    )
+    print(f"step 0 on the dev pool: {evaluator(encoder)}")
+    trainer = Trainer(encoder, [(MultipleNegativesRankingLoss(encoder), examples)], config, evaluator, output)
+    result = trainer.fit(resume_from=output if (output / "checkpoints").is_dir() else None)
+    timings["train"] = result.train_seconds
+    for step, metrics in result.evaluations:
+        print(f"step {step}: dev pool {metrics}")
+    print(
+        f"{result.steps} steps, {result.train_seconds:.0f} s in steps ({result.examples_per_second:.2f} "
+        f"examples/s); best dev nDCG@10 {result.best_metric:.2f} at step {result.best_step}"
+    )
+    return encoder  # the best model: the trainer restored it
+
+
+def reembed(
+    base: SentenceEncoder,
+    trained: SentenceEncoder,
+    store: Path,
+    queries: dict[str, str],
+    qrels: dict[str, set[str]],
+    timings: dict[str, float],
+) -> Scores:
+    """Step 4: the collection re-embedded with the trained model (``reembed``), measured."""
+    print("\n== 4. re-embed the collection with the trained model (reembed), measure ==")
+    with TextCollection("scifact-adapted", trained, location=store) as stale:  # from an earlier run
+        if stale.exists():
+            stale.delete_collection()
+    start = time.perf_counter()
+    with TextCollection("scifact", base, location=store) as coll:
+        coll.reembed("scifact-adapted", trained)
+    timings["re-embed"] = time.perf_counter() - start
+    with TextCollection("scifact-adapted", trained, location=store) as coll:
+        coll.optimize()
+        return text_scores(coll, queries, qrels)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -171,6 +264,7 @@ def main() -> None:
     parser.add_argument("--dev-pool", type=int, default=10, help="dev corpus: relevant + best N hits per dev query")
     parser.add_argument("--docs", type=int, default=None, help="first N abstracts only (quick run)")
     parser.add_argument("--no-documents", dest="documents", action="store_false", help="skip step 2")
+    parser.add_argument("--no-adapt", dest="adapt", action="store_false", help="skip steps 3b and 4 (training)")
     parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
     parser.add_argument(
         "--store", type=Path, default=None, help="Qdrant Edge folder to keep (a re-run resumes: stored texts skipped)"
@@ -224,98 +318,41 @@ def main() -> None:
             print(f"{len(mined.examples)} examples, {len(mined.skipped)} skipped, {timings['mine']:.1f} s")
             dev_hits = coll.search_texts(list(dev.values()), limit=args.dev_pool, with_payload=False, mode="hybrid")
             pool = sorted({d for q in dev for d in qrels[q]} | {str(h.id) for hits in dev_hits for h in hits})
-        documents = None
-        if args.documents:
-            print(f"\n== 2. documents, base model, title as chunk context, {args.chunk_tokens}-token chunks ==")
-            with TextCollection("scifact-documents", base, location=store) as coll:
-                start = time.perf_counter()
-                coll.upsert_documents(
-                    corpus.bodies,
-                    ids=corpus.ids,
-                    payloads=[{"title": t} for t in corpus.titles],
-                    chunk_tokens=args.chunk_tokens,
-                    on_conflict="skip",
-                    context_field="title",
-                )
-                coll.optimize()
-                timings["index documents"] = time.perf_counter() - start
-                documents = document_scores(coll, eval_queries, eval_qrels)
-                print(f"indexed in {timings['index documents']:.0f} s; documents: {documents}")
-        print(
-            f"\n== 3b. train: MNRL, {args.negatives} hard negative(s), batches of {args.batch_size} without "
-            f"duplicates, lr {args.lr}, {args.epochs} epoch(s), {args.train_tokens} tokens =="
-        )
-        encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.train_tokens)
-        steps = args.epochs * -(-len(mined.examples) // args.batch_size)
-        config = TrainingConfig(
-            epochs=args.epochs,
-            batch_size=args.batch_size,
-            learning_rate=args.lr,
-            precision="fp32",
-            eval_steps=max(1, steps // args.evals),
-            checkpoint_steps=max(1, steps // args.evals),
-            batch_sampler="no_duplicates",
-            show_progress_bar=True,
-        )
-        evaluator = RetrievalEvaluator(
-            dev,
-            {},
-            {q: qrels[q] for q in dev},
-            k_values=(100,),
-            searcher=dev_searcher(corpus, pool, Path(tmp) / "dev"),
-        )
-        print(f"dev pool {len(pool)} abstracts; step 0 on it: {evaluator(encoder)}")
-        trainer = Trainer(
-            encoder,
-            [(MultipleNegativesRankingLoss(encoder), mined.examples)],
-            config,
-            evaluator,
-            output_dir=root / "model",
-        )
-        resume = (root / "model" / "checkpoints").is_dir()
-        result = trainer.fit(resume_from=root / "model" if resume else None)
-        timings["train"] = result.train_seconds
-        for step, metrics in result.evaluations:
-            print(f"step {step}: dev pool {metrics}")
-        print(
-            f"{result.steps} steps, {result.train_seconds:.0f} s in steps ({result.examples_per_second:.2f} "
-            f"examples/s); best dev nDCG@10 {result.best_metric:.2f} at step {result.best_step}"
-        )
-        print("\n== 4. re-embed the collection with the trained model (reembed), measure ==")
-        trained = SentenceEncoder.load(
-            root / "model", device="cpu", precision="fp32", max_seq_length=base.max_seq_length
-        )
-        with TextCollection("scifact-adapted", trained, location=store) as stale:  # from an earlier run
-            if stale.exists():
-                stale.delete_collection()
-        start = time.perf_counter()
-        with TextCollection("scifact", base, location=store) as coll:
-            coll.reembed("scifact-adapted", trained)
-        timings["re-embed"] = time.perf_counter() - start
-        with TextCollection("scifact-adapted", trained, location=store) as coll:
-            coll.optimize()
-            after = text_scores(coll, eval_queries, eval_qrels)
+        documents = index_documents(args, corpus, base, store, eval_queries, eval_qrels, timings)
+        after = None
+        if args.adapt:
+            evaluator = RetrievalEvaluator(
+                dev,
+                {},
+                {q: qrels[q] for q in dev},
+                k_values=(100,),
+                searcher=dev_searcher(corpus, pool, Path(tmp) / "dev"),
+            )
+            trained = fine_tune(args, mined.examples, evaluator, root / "model", timings)
+            trained.max_seq_length = base.max_seq_length
+            after = reembed(base, trained, store, eval_queries, eval_qrels, timings)
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
     rows = [(f"{mode} before (anchor)", before[mode]) for mode in MODES]
-    rows += [(f"{mode} after", after[mode]) for mode in MODES]
-    if documents:
-        rows += [(f"documents {mode} (base model, context)", documents[mode]) for mode in MODES]
+    rows += [(f"{mode} after", after[mode]) for mode in MODES] if after else []
+    rows += [(f"documents {mode} (base model, context)", documents[mode]) for mode in MODES] if documents else []
     for label, (ndcg, recall) in rows:
         print(f"{label:40}{ndcg:7.2f}  {recall:7.2f}")
-    print(f"dense: {after['dense'][0] - before['dense'][0]:+.2f} nDCG@10 (target >= +5 on test)")
-    print(f"hybrid: {after['hybrid'][0] - before['hybrid'][0]:+.2f} nDCG@10 (target after >= 76 on test)")
+    if after:
+        print(f"dense: {after['dense'][0] - before['dense'][0]:+.2f} nDCG@10 (target >= +5 on test)")
+        print(f"hybrid after: {after['hybrid'][0]:.2f} nDCG@10 (target >= 76 on test)")
+    if documents:
+        print(f"documents dense: {documents['dense'][0] - before['dense'][0]:+.2f} nDCG@10 over truncated texts")
     print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     figures = {
         "dense_before": before["dense"][0],
-        "dense_after": after["dense"][0],
+        "dense_after": after["dense"][0] if after else None,
         "hybrid_before": before["hybrid"][0],
-        "hybrid_after": after["hybrid"][0],
+        "hybrid_after": after["hybrid"][0] if after else None,
         "documents_dense": documents["dense"][0] if documents else None,
         "documents_hybrid": documents["hybrid"][0] if documents else None,
-        "train_seconds": round(timings["train"], 1),
     }
-    print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in figures.items()}))
+    print(json.dumps({k: v if v is None else round(v, 2) for k, v in figures.items()}))
 
 
 if __name__ == "__main__":
