@@ -193,8 +193,8 @@ def mine_hard_negatives(
                 chosen.append((query, positive, negatives))
     if not documents:
         texts.update({k: t for r in ranked for k, t in r.texts.items() if t and k not in texts})
-    negatives = list(dict.fromkeys(k for *_, keys in chosen for k in keys if k not in texts))
-    texts.update(_read(collection, negatives, documents))
+    unread = list(dict.fromkeys(k for *_, keys in chosen for k in keys if k not in texts))
+    texts.update(_read(collection, unread, documents))
     examples = [
         Example((query, texts[positive], *(texts[key] for key in negatives))) for query, positive, negatives in chosen
     ]
