@@ -33,6 +33,8 @@ DOCUMENTED = {
     "find_duplicates",
     "calibrate_threshold",
     "mine_duplicates",
+    "reembed",
+    "set_alias",
     "create_payload_index",
     "optimize",
     "exists",
