@@ -7,17 +7,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from .settings import McpSettings
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .server import create_server
 
 __all__ = ["McpSettings", "create_server"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "create_server":
         from .server import create_server
 
