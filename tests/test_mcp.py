@@ -260,14 +260,15 @@ async def test_rerank_with_the_servers_cross_encoder(
     assert expected == sorted(expected, reverse=True)
 
 
-def write_in_anchor_layout(path: Path, encoder: SentenceEncoder) -> None:
+def write_in_anchor_layout(
+    path: Path, encoder: SentenceEncoder, vector_name: str = "fast-all-minilm-l6-v2", text_field: str = "document"
+) -> None:
     """A reproduction of what mcp-server-qdrant 0.8 writes (its QdrantConnector.store, read from its source): a
     qdrant-client local-mode store, the vector named ``fast-<model>``, the text under ``document``, the metadata
     under ``metadata``, a random id per point. FastEmbed's default model is all-MiniLM-L6-v2, this package's too."""
     client = QdrantClient(path=str(path))
     client.create_collection(
-        "memories",
-        vectors_config={"fast-all-minilm-l6-v2": models.VectorParams(size=384, distance=models.Distance.COSINE)},
+        "memories", vectors_config={vector_name: models.VectorParams(size=384, distance=models.Distance.COSINE)}
     )
     vectors = encoder.encode_document(NOTES)
     client.upsert(
@@ -275,8 +276,8 @@ def write_in_anchor_layout(path: Path, encoder: SentenceEncoder) -> None:
         points=[
             models.PointStruct(
                 id=uuid.uuid4().hex,
-                vector={"fast-all-minilm-l6-v2": vector.tolist()},
-                payload={"document": text, "metadata": {"n": i}},
+                vector={vector_name: vector.tolist()},
+                payload={text_field: text, "metadata": {"n": i}},
             )
             for i, (text, vector) in enumerate(zip(NOTES, vectors, strict=True))
         ],
@@ -301,6 +302,16 @@ async def test_a_collection_in_mcp_server_qdrants_layout_is_searchable_and_read_
         assert "another tool wrote" in await error(client, "qdrant-store", information="a new memory")
         assert "another tool wrote" in await error(client, "qdrant-delete", ids=[found["entries"][0]["id"]])
         assert (await call(client, "qdrant-count"))["count"] == 3
+
+
+@pytest.mark.slow
+async def test_another_layout_named_in_the_settings(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
+    write_in_anchor_layout(tmp_path / "local", default_encoder, vector_name="dense", text_field="content")
+    settings = McpSettings(local_path=str(tmp_path / "local"), vector_name="dense", text_field="content")
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        found = await call(client, "qdrant-find", query="where did I leave the car?", collection_name="memories")
+        assert found["entries"][0]["text"] == NOTES[2]
+        assert "another tool wrote" in await error(client, "qdrant-store", information="x", collection_name="memories")
 
 
 @pytest.mark.slow
