@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -25,7 +25,8 @@ from .loading import (
     write_model_config,
 )
 from .pooling import AttentionPooling, Pooling
-from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
+from .static_int8 import static_calibration
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ class SentenceEncoder(nn.Module):
     assemble yourself start in fp32, ready to train.
     prompts: prompt name -> text put in front of every text encoded with that name (e.g. ``{"query": "query: "}``).
     default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
+    calibration_texts: with precision "int8", a few hundred of your own texts (the first 512 are used) to calibrate
+    static int8 on; the calibration is cached per model, so later loads need none. Without texts and a cached
+    calibration, or on a CPU without VNNI, int8 is dynamic (the reason is logged; see ``quantization``).
     """
 
     def __init__(
@@ -52,6 +56,7 @@ class SentenceEncoder(nn.Module):
         *,
         prompts: Mapping[str, str] | None = None,
         default_prompt_name: str | None = None,
+        calibration_texts: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         if not modules or not isinstance(modules[0], Transformer):
@@ -66,8 +71,16 @@ class SentenceEncoder(nn.Module):
         #: The model's short name (``load`` sets it), the first half of ``identity``.
         self.model_name = "custom"
         self._weights = weights_digest(self.pipeline)  # as fp32, before a cast or quantization
-        self.device, chosen = place(self, self.transformer.model, device, precision)
+        texts = _checked_calibration_texts(calibration_texts, precision)
+        calibration = None
+        if precision == "int8":
+            calibration = static_calibration(
+                self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer
+            )
+        self.device, chosen = place(self, self.transformer.model, device, precision, calibration)
         self.precision = cast(Precision, chosen)
+        #: "static" or "dynamic" at precision "int8", else None.
+        self.quantization = int8_kind(self.transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
@@ -82,21 +95,33 @@ class SentenceEncoder(nn.Module):
         precision: Precision = "auto",
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        calibration_texts: Sequence[str] | None = None,
     ) -> SentenceEncoder:
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
         check_precision(precision, resolve_device(device))
+        _checked_calibration_texts(calibration_texts, precision)
         folder = resolve_model_folder(model)
         modules = load_modules(folder, trust_remote_code=trust_remote_code)
         config = read_model_config(folder)
         prompts, default_prompt_name = config.pop("prompts", {}), config.pop("default_prompt_name", None)
+        if max_seq_length is not None:  # before a calibration, which runs at this limit
+            cast(Transformer, modules[0]).set_max_seq_length(max_seq_length)
         encoder = cls(
-            modules, device=device, precision=precision, prompts=prompts, default_prompt_name=default_prompt_name
+            modules,
+            device=device,
+            precision=precision,
+            prompts=prompts,
+            default_prompt_name=default_prompt_name,
+            calibration_texts=calibration_texts,
         )
         encoder._model_config = config
         encoder.model_name = model_name(model if model is not None else DEFAULT_MODEL)
-        if max_seq_length is not None:
-            encoder.max_seq_length = max_seq_length
         return encoder
+
+    def _calibration_batches(self, texts: Sequence[str]) -> Iterator[Features]:
+        ids, _ = self.transformer.tokenize(list(texts))
+        for index in length_sorted_batches([len(row) for row in ids], 32):
+            yield self.transformer.collate([ids[i] for i in index], torch.device("cpu"))
 
     @property
     def transformer(self) -> Transformer:
@@ -301,8 +326,23 @@ class SentenceEncoder(nn.Module):
         names = " -> ".join(type(m).__name__ for m in self.pipeline)
         return (
             f"SentenceEncoder({names}, dimension={self.dimension}, max_seq_length={self.max_seq_length}, "
-            f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''})"
+            f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
+            f"{f' ({self.quantization})' if self.quantization else ''})"
         )
+
+
+def _checked_calibration_texts(texts: Sequence[str] | None, precision: str) -> list[str] | None:
+    """``calibration_texts`` as a list (None stays None): non-empty str, for precision "int8" only."""
+    if texts is None:
+        return None
+    if precision != "int8":
+        raise InvalidArgumentError(
+            f"calibration_texts calibrate static int8 and need precision='int8', not {precision!r}; drop them."
+        )
+    items = _checked_texts(texts)
+    if not items:
+        raise InvalidArgumentError("calibration_texts is empty; pass a few hundred texts like those you will encode.")
+    return items
 
 
 def _checked_texts(texts: object) -> list[str]:

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError
 from ..settings import Precision
+from .static_int8 import Calibration, StaticInt8Linear, quantize_static_int8
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ def check_precision(precision: str, device: torch.device) -> None:
         raise InvalidArgumentError("precision='fp16' needs a CUDA or MPS device; on CPU use 'bf16' or 'int8'.")
     if precision == "int8" and device.type != "cpu":
         raise InvalidArgumentError(
-            f"precision='int8' is CPU dynamic quantization and cannot run on {device}; use 'fp16' or 'bf16' there."
+            f"precision='int8' is CPU quantization and cannot run on {device}; use 'fp16' or 'bf16' there."
         )
 
 
@@ -88,23 +89,37 @@ def resolve_precision(precision: str, device: torch.device) -> str:
 
 
 def place(
-    module: nn.Module, model: nn.Module, device: str | torch.device | None, precision: str
+    module: nn.Module,
+    model: nn.Module,
+    device: str | torch.device | None,
+    precision: str,
+    calibration: Calibration | None = None,
 ) -> tuple[torch.device, str]:
     """Move ``module`` to ``device`` and run its ``model`` at ``precision``; the device and precision chosen."""
     target = resolve_device(device)
     chosen = resolve_precision(precision, target)
     module.to(target)
-    apply_precision(model, chosen)
+    apply_precision(model, chosen, calibration)
     return target, chosen
 
 
-def apply_precision(model: nn.Module, precision: str) -> nn.Module:
-    """Cast (bf16/fp16) or dynamically quantize (int8) a transformer in place; fp32 is left as is."""
+def apply_precision(model: nn.Module, precision: str, calibration: Calibration | None = None) -> nn.Module:
+    """Cast (bf16/fp16) or quantize (int8: static with a ``calibration``, else dynamic) a transformer in place;
+    fp32 is left as is."""
     if precision in _HALF_DTYPES:
         return model.to(_HALF_DTYPES[precision])
     if precision == "int8":
-        return _quantize_int8(model)
+        return quantize_dynamic_int8(model) if calibration is None else quantize_static_int8(model, calibration)
     return model
+
+
+def int8_kind(model: nn.Module) -> str | None:
+    """ "static" or "dynamic" for an int8-quantized transformer, None for one that is not."""
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
+
+    if any(isinstance(m, StaticInt8Linear) for m in model.modules()):
+        return "static"
+    return "dynamic" if any(isinstance(m, DynamicInt8Linear) for m in model.modules()) else None
 
 
 def int8_layer_names(model: nn.Module) -> list[str]:
@@ -119,7 +134,8 @@ def int8_layer_names(model: nn.Module) -> list[str]:
     return [name for name in linears if indexed.get(name) != first]
 
 
-def _quantize_int8(model: nn.Module) -> nn.Module:
+def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
+    """Dynamic int8 (activations scaled per batch; the fallback of static int8) of all but the first layer."""
     from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
 
     chosen = dict.fromkeys(int8_layer_names(model), per_channel_dynamic_qconfig)

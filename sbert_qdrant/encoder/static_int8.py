@@ -1,0 +1,247 @@
+"""Static int8: activation ranges calibrated once on real text, SmoothQuant-smoothed, run as fused u8 x s8 oneDNN
+GEMMs (VNNI). Dynamic int8 (activations measured on the fly, ``runtime.quantize_dynamic_int8``) is the named fallback.
+
+A calibration is a few hundred texts run in fp32 with each quantized Linear's input range recorded per channel.
+SmoothQuant (Xiao et al., 2023) moves outlier channels' range from activations into weights: a Linear's input is
+divided per channel by ``s = amax_x**alpha / amax_w**(1 - alpha)`` and its weight columns multiplied by ``s``, so one
+per-tensor activation scale fits. Calibrations are cached per model (``cache_folder()``), so a reload does not
+calibrate again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from .base import Features
+
+logger = logging.getLogger(__name__)
+
+#: SmoothQuant's migration strength: 0 leaves activations alone, 1 moves all their range into the weights.
+SMOOTH_ALPHA = 0.5
+#: At most this many texts calibrate (more add time, not accuracy).
+CALIBRATION_TEXTS = 512
+#: Fewer texts than this calibrate with a warning: rare channels' ranges may be missed and clipped later.
+FEW_CALIBRATION_TEXTS = 100
+_FORMAT = "sbert-qdrant static int8 v1"
+_VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
+#: oneDNN ISA limits (``ONEDNN_MAX_CPU_ISA``) that include VNNI: AVX2_VNNI, AVX512_CORE_VNNI/_BF16/_FP16/_AMX, AVX10.
+_VNNI_ISA_MARKERS = ("VNNI", "BF16", "FP16", "AMX", "AVX10")
+
+
+def static_int8_unsupported() -> str | None:
+    """Why this CPU runs dynamic int8 instead of static (None: oneDNN may use VNNI int8 instructions here)."""
+    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
+    if not any(capabilities.get(flag) for flag in _VNNI_FLAGS):
+        return f"the CPU has none of {', '.join(_VNNI_FLAGS)}, so static int8 GEMMs would not beat dynamic ones"
+    limit = (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "ALL").upper()
+    if limit != "ALL" and not any(marker in limit for marker in _VNNI_ISA_MARKERS):
+        return f"ONEDNN_MAX_CPU_ISA={limit} keeps oneDNN off VNNI int8 instructions"
+    return None
+
+
+def cache_folder() -> Path:
+    """Where calibrations are kept: ``$SBERT_QDRANT_CACHE``, else ``~/.cache/sbert-qdrant``."""
+    return Path(os.environ.get("SBERT_QDRANT_CACHE") or Path.home() / ".cache" / "sbert-qdrant").expanduser()
+
+
+def quantized_layer_names(model: nn.Module) -> list[str]:
+    """The Linear layers static int8 quantizes: those inside the numbered transformer layers (a pooler or a
+    classification head is tiny and stays fp32)."""
+    return [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and ".layer." in name and any(part.isdigit() for part in name.split("."))
+    ]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per quantized Linear: each input channel's smallest and largest value over the calibration texts."""
+
+    low: dict[str, torch.Tensor]
+    high: dict[str, torch.Tensor]
+    texts_digest: str
+
+    def save(self, path: Path) -> None:
+        tensors = {f"{name}.low": t for name, t in self.low.items()} | {f"{n}.high": t for n, t in self.high.items()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        save_file(tensors, str(partial), metadata={"format": _FORMAT, "texts": self.texts_digest})
+        partial.replace(path)
+
+    @classmethod
+    def read(cls, path: Path) -> Calibration | None:
+        """The calibration saved at ``path``; None when there is none of this format."""
+        if not path.is_file():
+            return None
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        if metadata.get("format") != _FORMAT:
+            return None
+        tensors = load_file(str(path))
+        low = {k.removesuffix(".low"): t for k, t in tensors.items() if k.endswith(".low")}
+        high = {k.removesuffix(".high"): t for k, t in tensors.items() if k.endswith(".high")}
+        return cls(low, high, metadata.get("texts", ""))
+
+
+def texts_digest(texts: Sequence[str]) -> str:
+    return hashlib.blake2b(json.dumps(list(texts)).encode(), digest_size=8).hexdigest()
+
+
+def calibration_path(weights_digest: str) -> Path:
+    """The cached calibration of a model (by its fp32 weights' digest)."""
+    return cache_folder() / "int8" / f"{weights_digest}.safetensors"
+
+
+def calibrate(model: nn.Module, batches: Iterable[Features], run: Callable[[Features], object]) -> Calibration:
+    """Run ``batches`` through ``run`` (the fp32 model) and record every quantized Linear's input range."""
+    low: dict[str, torch.Tensor] = {}
+    high: dict[str, torch.Tensor] = {}
+    hooks = []
+
+    def record(name: str) -> Callable[[nn.Module, tuple[torch.Tensor, ...], torch.Tensor], None]:
+        def hook(_: nn.Module, inputs: tuple[torch.Tensor, ...], __: torch.Tensor) -> None:
+            x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
+            lo, hi = x.amin(0), x.amax(0)
+            low[name] = torch.minimum(low[name], lo) if name in low else lo
+            high[name] = torch.maximum(high[name], hi) if name in high else hi
+
+        return hook
+
+    for name in quantized_layer_names(model):
+        hooks.append(model.get_submodule(name).register_forward_hook(record(name)))
+    try:
+        with torch.inference_mode():
+            for features in batches:
+                run(features)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return Calibration(low, high, "")
+
+
+class StaticInt8Linear(nn.Module):
+    """A Linear run as u8 activations (one calibrated scale and zero point) x s8 weights (one scale per output
+    channel), SmoothQuant-smoothed, on oneDNN's fused int8 GEMM with an fp32 output."""
+
+    x_multiplier: torch.Tensor
+    x_offset: torch.Tensor
+    w_scale: torch.Tensor
+    w_zero_point: torch.Tensor
+    bias: torch.Tensor | None
+
+    def __init__(self, linear: nn.Linear, low: torch.Tensor, high: torch.Tensor, alpha: float = SMOOTH_ALPHA) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()
+        reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
+        smooth = (reach**alpha / weight.abs().amax(0).clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
+        weight = weight * smooth
+        lowest = float(torch.clamp((low / smooth).min(), max=0.0))
+        highest = float(torch.clamp((high / smooth).max(), min=0.0))
+        self.x_scale = max(highest - lowest, 1e-8) / 255
+        self.x_zero_point = min(255, round(-lowest / self.x_scale))
+        # x / smooth / x_scale + zero point, as one multiply-add per element
+        self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
+        self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
+        w_scale = weight.abs().amax(1).clamp(min=1e-8) / 127
+        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
+        self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
+        self.register_buffer("w_scale", w_scale.contiguous())
+        self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features).float()
+        quantized = torch.addcmul(self.x_offset, rows, self.x_multiplier)
+        quantized = quantized.round_().clamp_(0, 255).to(torch.uint8)
+        out = torch.ops.onednn.qlinear_pointwise(
+            quantized,
+            self.x_scale,
+            self.x_zero_point,
+            self.packed_weight,
+            self.w_scale,
+            self.w_zero_point,
+            self.bias,
+            1.0,
+            0,
+            torch.float32,
+            "none",
+            [],
+            "",
+        )
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, static u8 x s8"
+
+
+def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Module:
+    """Swap every calibrated Linear of ``model`` for a :class:`StaticInt8Linear`, in place."""
+    for name in quantized_layer_names(model):
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        linear = getattr(parent, child)
+        setattr(parent, child, StaticInt8Linear(linear, calibration.low[name], calibration.high[name]))
+    return model
+
+
+def static_calibration(
+    model: nn.Module,
+    weights_digest: str,
+    texts: Sequence[str] | None,
+    batches: Callable[[Sequence[str]], Iterable[Features]],
+    run: Callable[[Features], object],
+) -> Calibration | None:
+    """The calibration to quantize ``model`` with, or None (with the reason logged) when dynamic int8 must run.
+
+    ``texts`` given: calibrated on (up to ``CALIBRATION_TEXTS`` of) them, unless the cached calibration of these
+    weights came from the same texts; then saved for later loads. None: the cached calibration of these weights.
+    """
+    reason = static_int8_unsupported()
+    if reason is not None:
+        logger.warning("precision='int8' runs dynamic int8: %s.", reason)
+        return None
+    path = calibration_path(weights_digest)
+    cached = Calibration.read(path)
+    names = set(quantized_layer_names(model))
+    if cached is not None and set(cached.low) != names:
+        cached = None
+    if texts is None:
+        if cached is None:
+            logger.warning(
+                "precision='int8' runs dynamic int8: no calibration for this model in %s; pass "
+                "calibration_texts=[...] (a few hundred of your own texts) once to run static int8.",
+                path.parent,
+            )
+        else:
+            logger.info("static int8: calibration read from %s", path)
+        return cached
+    chosen = list(texts)[:CALIBRATION_TEXTS]
+    digest = texts_digest(chosen)
+    if cached is not None and cached.texts_digest == digest:
+        logger.info("static int8: calibration read from %s", path)
+        return cached
+    if len(chosen) < FEW_CALIBRATION_TEXTS:
+        logger.warning(
+            "static int8 calibrates on only %d texts: ranges they miss are clipped later; pass at least %d.",
+            len(chosen),
+            FEW_CALIBRATION_TEXTS,
+        )
+    measured = calibrate(model, batches(chosen), run)
+    calibration = Calibration(measured.low, measured.high, digest)
+    calibration.save(path)
+    logger.info("static int8: calibrated on %d texts, saved to %s", len(chosen), path)
+    return calibration

@@ -1,0 +1,127 @@
+"""Static int8 (issue 26): vectors track fp32 on real text with the default model, a reload reads the cached
+calibration instead of calibrating again, and without VNNI (or a calibration) int8 falls back to dynamic, saying why."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sbert_qdrant import Normalize, Pooling, SentenceEncoder
+from sbert_qdrant.encoder import static_int8
+from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError, SbertQdrantError
+
+DATA = Path(__file__).parent / "data"
+STATIC = static_int8.static_int8_unsupported() is None
+needs_static = pytest.mark.skipif(
+    not STATIC, reason=f"static int8 falls back here: {static_int8.static_int8_unsupported()}"
+)
+
+
+def nli_sentences() -> list[str]:
+    """Calibration texts: the SNLI sample's premises and hypotheses (120 real sentences)."""
+    with (DATA / "nli_train_sample.tsv").open(encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    return [r["premise"] for r in rows] + [r["hypothesis"] for r in rows]
+
+
+def held_out_texts() -> list[str]:
+    """Texts not calibrated on: STS-B dev sentences (short) and SciFact abstracts (long)."""
+    with (DATA / "stsb_dev_sample.tsv").open(encoding="utf-8") as f:
+        short = [r["sentence1"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][:150]
+    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
+        docs = [json.loads(line) for line in f]
+    return short + [f"{d['title']} {d['text']}" for d in docs if d["kind"] == "doc"]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.mktemp("int8-cache")
+        patch.setenv("SBERT_QDRANT_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def static_encoder(cache: Path) -> SentenceEncoder:
+    return SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())
+
+
+@pytest.mark.slow
+@needs_static
+def test_static_int8_vectors_track_fp32(static_encoder: SentenceEncoder, default_encoder: SentenceEncoder) -> None:
+    texts = held_out_texts()
+    assert static_encoder.quantization == "static"
+    cosines = (np.asarray(static_encoder.encode(texts)) * np.asarray(default_encoder.encode(texts))).sum(axis=1)
+    assert cosines.min() > 0.96, cosines.min()
+    assert cosines.mean() > 0.99, cosines.mean()
+
+
+@pytest.mark.slow
+@needs_static
+def test_reload_reads_the_cached_calibration(
+    static_encoder: SentenceEncoder, cache: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_calibration(*_: object) -> None:
+        raise AssertionError("a reload calibrated again")
+
+    monkeypatch.setattr(static_int8, "calibrate", no_calibration)
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.static_int8"):
+        again = SentenceEncoder.load(device="cpu", precision="int8")
+        same_texts = SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())
+    assert "calibration read from" in caplog.text and str(cache) in caplog.text
+    texts = held_out_texts()[:40]
+    first = np.asarray(static_encoder.encode(texts))
+    for reloaded in (again, same_texts):
+        assert reloaded.quantization == "static"
+        assert (np.asarray(reloaded.encode(texts)) * first).sum(axis=1).min() > 0.9999
+
+
+def tiny_int8(**kwargs: object) -> SentenceEncoder:
+    from conftest import tiny_transformer
+
+    t = tiny_transformer(seed=3)
+    return SentenceEncoder([t, Pooling(t.dimension), Normalize()], device="cpu", precision="int8", **kwargs)  # type: ignore[arg-type]
+
+
+def test_cpu_without_vnni_falls_back_to_dynamic_saying_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    monkeypatch.setattr(static_int8, "static_int8_unsupported", lambda: "the CPU has no VNNI (simulated)")
+    with caplog.at_level(logging.WARNING):
+        encoder = tiny_int8(calibration_texts=nli_sentences())
+    assert encoder.quantization == "dynamic"
+    assert "runs dynamic int8: the CPU has no VNNI (simulated)" in caplog.text
+    assert not any(tmp_path.rglob("*.safetensors"))  # nothing calibrated or written
+
+
+@needs_static
+def test_no_calibration_falls_back_to_dynamic_naming_the_fix(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    with caplog.at_level(logging.WARNING):
+        encoder = tiny_int8()
+    assert encoder.quantization == "dynamic"
+    assert "calibration_texts=" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("precision", "texts", "error", "message"),
+    [
+        ("fp32", ["a text"], InvalidArgumentError, "need precision='int8'"),
+        ("int8", [], InvalidArgumentError, "calibration_texts is empty"),
+        ("int8", [3], InvalidInputError, "texts\\[0\\]"),
+    ],
+)
+def test_bad_calibration_texts_are_refused(
+    precision: str, texts: list[object], error: type[SbertQdrantError], message: str
+) -> None:
+    with pytest.raises(error, match=message):
+        SentenceEncoder.load(device="cpu", precision=precision, calibration_texts=texts)  # type: ignore[arg-type]
