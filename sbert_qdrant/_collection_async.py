@@ -45,12 +45,11 @@ from ._search import (
 )
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
-from .documents import chunks_only, encoded_text, first_chunks_only, texts_only
+from .documents import chunks_only, encoded_text, first_chunks_only, is_chunk, texts_only
 from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
 from .records import (
-    DOCUMENT_KEY,
     CheckedRecord,
     Hit,
     Key,
@@ -403,6 +402,7 @@ class AsyncTextCollection(AsyncDocuments):
     ) -> None:
         """Delete texts by id (as ``upsert_texts`` returned them; unknown ones are ignored) or by a filter; a
         document's chunks are never touched (``delete_documents`` deletes documents)."""
+        self._config.require_writable()
         if (ids is None) == (query_filter is None):
             raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
         points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)] if ids is not None else []
@@ -589,7 +589,7 @@ def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
 
 def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:
     """The texts found, in the order asked (by point id); missing ones and documents' chunks left out."""
-    by_id = {r.id: r for r in found if DOCUMENT_KEY not in (r.payload or {})}
+    by_id = {r.id: r for r in found if not is_chunk(r.payload or {})}
     out = []
     for point in dict.fromkeys(order):
         record = by_id.get(point)

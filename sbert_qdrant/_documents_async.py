@@ -118,6 +118,7 @@ class AsyncDocuments:
 
     async def delete_documents(self: _AsyncHost, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""
+        self._config.require_writable()
         keys = check_ids(ids)
         await self._ensure(create=False)
         if keys:

@@ -120,6 +120,7 @@ class Documents:
 
     def delete_documents(self: _Host, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""
+        self._config.require_writable()
         keys = check_ids(ids)
         self._ensure(create=False)
         if keys:

@@ -334,6 +334,12 @@ def _with(query_filter: models.Filter | None) -> list[models.Condition]:
     return [query_filter] if query_filter is not None else []
 
 
+def is_chunk(payload: Mapping[str, Any]) -> bool:
+    """Whether a stored payload is a document's chunk (another tool's ``document`` field is not)."""
+    place = payload.get(DOCUMENT_KEY)
+    return isinstance(place, Mapping) and isinstance(place.get("chunk"), int)
+
+
 def chunks_only(query_filter: models.Filter | None) -> models.Filter:
     """The caller's filter, restricted to document chunks (a collection may also hold texts)."""
     return models.Filter(must=[_IS_CHUNK, *_with(query_filter)])

@@ -145,3 +145,21 @@ def test_an_instance_opened_later_knows_the_collection_holds_documents(
     later = make.open(tiny_encoder)  # the same collection, opened after documents were written
     assert sorted(h.id for h in later.search_text("why is the sky blue", limit=50)) == ["q1", "q2"]
     assert later.count() == 2 and [{p.id_a, p.id_b} for p in later.mine_duplicates(threshold=-1.0)] == [{"q1", "q2"}]
+
+
+def test_another_tools_document_field_is_not_a_chunk(tiny_encoder: SentenceEncoder) -> None:
+    """mcp-server-qdrant keeps its text under ``document`` (a str): such points read back as texts."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(":memory:")
+    client.create_collection("memories", vectors_config=models.VectorParams(size=32, distance=models.Distance.COSINE))
+    vector = tiny_encoder.encode_document(["a remembered fact"])[0].tolist()
+    point = models.PointStruct(
+        id="9b2c6d1e-52f7-4bb8-9a3f-0c5e1d7a8b44",
+        vector=vector,
+        payload={"document": "a remembered fact", "metadata": {"k": 1}},
+    )
+    client.upsert("memories", [point])
+    theirs = TextCollection("memories", tiny_encoder, client=client, vector_name="", text_field="document")
+    [stored] = theirs.get([theirs.search_text("fact", limit=1)[0].id])
+    assert (stored.text, stored.payload) == ("a remembered fact", {"metadata": {"k": 1}})

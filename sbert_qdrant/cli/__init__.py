@@ -3,29 +3,36 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from .. import __version__
 from ..errors import SbertQdrantError
-from . import collections, demo, encode, mcp, training
 
-_COMMAND_GROUPS = (encode, collections, demo, training, mcp)
+_COMMAND_GROUPS = ("encode", "collections", "demo", "training", "mcp")
+#: Verbs whose group is the only one imported when they are run: an agent's MCP client times out on a server that
+#: first loads torch for the other commands' options.
+_ALONE = {"mcp": "mcp"}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser of every command group, or only the group of a verb in ``_ALONE`` when ``argv`` runs it."""
     parser = argparse.ArgumentParser(prog="sbert-qdrant", description="Sentence-BERT encoders for Qdrant.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for group in _COMMAND_GROUPS:
-        group.add_commands(commands)
+    verb = next((arg for arg in argv if not arg.startswith("-")), None)
+    groups = [_ALONE[verb]] if verb in _ALONE else _COMMAND_GROUPS
+    for group in groups:
+        importlib.import_module(f".{group}", __name__).add_commands(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         return int(args.run(args))

@@ -84,6 +84,11 @@ def test_collections_of_others_are_read_only_and_checked(
         ours.upsert_texts(["a new text"])
     with pytest.raises(UnsupportedError, match="text_field='page_content'"):
         ours.upsert_documents(["a new document"])
+    count = ours.count()
+    for delete in (lambda: ours.delete_texts(["x"]), lambda: ours.delete_documents(["x"])):
+        with pytest.raises(UnsupportedError, match="text_field='page_content'"):
+            delete()
+    assert ours.count() == count
     bigger = TextCollection("scifact", _wider_encoder(), client=lc.client, vector_name="", text_field="page_content")
     with pytest.raises(CollectionMismatchError, match="32-dim"):
         bigger.search_text("anything")
