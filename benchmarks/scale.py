@@ -8,8 +8,12 @@
 3. Encoding speed by length: the same encoder on Quora questions vs SciFact abstracts cut into chunks of the
    model's 256 tokens (as ``upsert_documents`` cuts them): the factor docs/scale.md applies to published
    sentence throughput when it plans for chunks.
+4. Quantized search on ``--points`` (100k) real sentences on Qdrant Edge: recall@10 against exact numpy search (the
+   anchor), p50/p95 latency and storage for no quantization, int8 and binary, each with and without rescoring and
+   oversampling (``search_params=``); the stored vectors are encoded once and cached in ``--cache``
+   (``benchmarks/_quantized_search.py``).
 
-    python benchmarks/scale.py --data ../shared/data [--texts 20000] [--actors-runs 1x2,2x1]
+    python benchmarks/scale.py --data ../shared/data [--texts 20000] [--pools 1x2,2x1] [--parts 1234]
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import numpy as np
 import ray
 import torch
 from _data import cpu_summary, read_corpus, read_scifact
+from _quantized_search import quantized_search
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.documents import Chunking
@@ -101,7 +106,10 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=20_000, help="real texts ingested")
     parser.add_argument("--pools", default="1x2,2x1", help="Ray pools as ACTORSxCPUS, comma-separated")
     parser.add_argument("--chunks", type=int, default=1000, help="SciFact chunks for part 3")
-    parser.add_argument("--parts", default="123", help="which parts to run")
+    parser.add_argument("--points", type=int, default=100_000, help="stored sentences for part 4")
+    parser.add_argument("--queries", type=int, default=200, help="held-out queries for part 4")
+    parser.add_argument("--cache", type=Path, default=None, help="folder caching part 4's encoded sentences")
+    parser.add_argument("--parts", default="1234", help="which parts to run")
     args = parser.parse_args()
     pools = [(int(a), int(c)) for a, c in (p.split("x") for p in args.pools.split(","))]
     texts = read_corpus(args.data, args.texts)
@@ -117,6 +125,8 @@ def main() -> None:
     if "3" in args.parts:
         by_length(args.data, texts, encoder, args.chunks)
     ray.shutdown()
+    if "4" in args.parts:
+        quantized_search(args.data, args.points, args.queries, args.cache)
 
 
 if __name__ == "__main__":
