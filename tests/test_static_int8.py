@@ -125,3 +125,26 @@ def test_bad_calibration_texts_are_refused(
 ) -> None:
     with pytest.raises(error, match=message):
         SentenceEncoder.load(device="cpu", precision=precision, calibration_texts=texts)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+@needs_static
+def test_cross_encoder_runs_static_int8_tracking_fp32(cache: Path) -> None:
+    import copy
+
+    from scipy.stats import pearsonr
+
+    from sbert_qdrant import CrossEncoder
+
+    exact = CrossEncoder.from_transformer(seed=0)
+    sentences = nli_sentences()
+    quantized = CrossEncoder(
+        copy.deepcopy(exact.transformer),
+        device="cpu",
+        precision="int8",
+        calibration_pairs=list(zip(sentences[:60], sentences[60:], strict=True)),
+    )
+    assert quantized.quantization == "static"
+    texts = held_out_texts()
+    pairs = list(zip(texts[:75], texts[75:150], strict=True))
+    assert pearsonr(exact.predict(pairs), quantized.predict(pairs)).statistic > 0.95

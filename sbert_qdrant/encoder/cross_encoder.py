@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -25,8 +25,10 @@ from .cross_loading import (
     write_cross_encoder,
 )
 from .encoder import _checked_texts
+from .identity import weights_digest
 from .loading import resolve_model_folder
-from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
+from .static_int8 import static_calibration
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class CrossEncoder(nn.Module):
         device: str | torch.device | None = None,
         precision: Precision = "fp32",
         activation: Activation | None = None,
+        calibration_pairs: Sequence[tuple[str, str]] | None = None,
     ) -> None:
         super().__init__()
         if not type(transformer.model).__name__.endswith("ForSequenceClassification"):
@@ -75,8 +78,16 @@ class CrossEncoder(nn.Module):
         self.activation = _checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        self.device, chosen = place(self, transformer.model, device, precision)
+        pairs = _checked_calibration_pairs(calibration_pairs, precision)
+        calibration = None
+        if precision == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
+            self.device = torch.device("cpu")
+            digest = weights_digest(transformer)
+            calibration = static_calibration(transformer.model, digest, pairs, self._calibration_batches, self.forward)
+        self.device, chosen = place(self, transformer.model, device, precision, calibration)
         self.precision = cast(Precision, chosen)
+        #: "static" or "dynamic" at precision "int8", else None.
+        self.quantization = int8_kind(transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
@@ -91,14 +102,19 @@ class CrossEncoder(nn.Module):
         precision: Precision = "auto",
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
+        calibration_pairs: Sequence[tuple[str, str]] | None = None,
     ) -> CrossEncoder:
-        """Load a cross-encoder folder or hub id (a bare name is looked up under ``cross-encoder/``)."""
+        """Load a cross-encoder folder or hub id (a bare name is looked up under ``cross-encoder/``).
+
+        calibration_pairs: with precision "int8", a few hundred (query, text) pairs of your own to calibrate static
+        int8 on, as ``SentenceEncoder``'s ``calibration_texts`` (cached per model; see ``quantization``)."""
         if model is None:
             raise InvalidArgumentError(
                 "CrossEncoder.load needs a folder or hub id; no cross-encoder ships with sbert-qdrant. Train one "
                 "from the default model: CrossEncoder.from_transformer() and the cross-encoder objectives."
             )
         check_precision(precision, resolve_device(device))
+        _checked_calibration_pairs(calibration_pairs, precision)
         name = os.fspath(model)
         if "/" not in name and os.sep not in name and not Path(name).expanduser().is_dir():
             name = f"cross-encoder/{name}"
@@ -106,7 +122,9 @@ class CrossEncoder(nn.Module):
         transformer, activation, model_config = read_cross_encoder(folder, trust_remote_code=trust_remote_code)
         if max_seq_length is not None:
             transformer.set_max_seq_length(max_seq_length)
-        cross_encoder = cls(transformer, device=device, precision=precision, activation=activation)
+        cross_encoder = cls(
+            transformer, device=device, precision=precision, activation=activation, calibration_pairs=calibration_pairs
+        )
         cross_encoder._model_config = model_config
         return cross_encoder
 
@@ -199,6 +217,11 @@ class CrossEncoder(nn.Module):
                 padded[i, : len(row)] = row
             features["token_type_ids"] = torch.from_numpy(padded).to(self.device)
         return features
+
+    def _calibration_batches(self, pairs: list[tuple[str, str]]) -> Iterator[Features]:
+        ids, types, _ = self.pair_token_ids(pairs)
+        for index in length_sorted_batches([len(row) for row in ids], 32):
+            yield self.collate([ids[i] for i in index], None if types is None else [types[i] for i in index])
 
     def tokenize(self, pairs: Sequence[tuple[str, str]]) -> Features:
         """Collate pairs into model inputs on this cross-encoder's device (for training)."""
@@ -307,7 +330,8 @@ class CrossEncoder(nn.Module):
         return (
             f"CrossEncoder({type(self.transformer.model).__name__}, num_labels={self.num_labels}, "
             f"activation={self.activation!r}, max_seq_length={self.max_seq_length}, device={self.device}, "
-            f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''})"
+            f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
+            f"{f' ({self.quantization})' if self.quantization else ''})"
         )
 
 
@@ -315,6 +339,20 @@ def _checked_activation(activation: object) -> Activation:
     if activation not in ACTIVATION_PATHS:
         raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(ACTIVATION_PATHS)}.")
     return activation  # type: ignore[return-value]  # checked just above
+
+
+def _checked_calibration_pairs(pairs: object, precision: str) -> list[tuple[str, str]] | None:
+    """``calibration_pairs`` as a list (None stays None): non-empty (str, str) pairs, for precision "int8" only."""
+    if pairs is None:
+        return None
+    if precision != "int8":
+        raise InvalidArgumentError(
+            f"calibration_pairs calibrate static int8 and need precision='int8', not {precision!r}; drop them."
+        )
+    items = _checked_pairs(pairs)
+    if not items:
+        raise InvalidArgumentError("calibration_pairs is empty; pass a few hundred pairs like those you will score.")
+    return items
 
 
 def _checked_pairs(pairs: object) -> list[tuple[str, str]]:

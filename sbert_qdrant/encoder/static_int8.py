@@ -17,6 +17,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -96,7 +97,7 @@ class Calibration:
         return cls(low, high, metadata.get("texts", ""))
 
 
-def texts_digest(texts: Sequence[str]) -> str:
+def texts_digest(texts: Sequence[Any]) -> str:
     return hashlib.blake2b(json.dumps(list(texts)).encode(), digest_size=8).hexdigest()
 
 
@@ -201,14 +202,15 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
 def static_calibration(
     model: nn.Module,
     weights_digest: str,
-    texts: Sequence[str] | None,
-    batches: Callable[[Sequence[str]], Iterable[Features]],
+    texts: Sequence[Any] | None,
+    batches: Callable[[list[Any]], Iterable[Features]],
     run: Callable[[Features], object],
 ) -> Calibration | None:
     """The calibration to quantize ``model`` with, or None (with the reason logged) when dynamic int8 must run.
 
-    ``texts`` given: calibrated on (up to ``CALIBRATION_TEXTS`` of) them, unless the cached calibration of these
-    weights came from the same texts; then saved for later loads. None: the cached calibration of these weights.
+    ``texts`` (texts, or text pairs for a cross-encoder) given: calibrated on (up to ``CALIBRATION_TEXTS`` of)
+    them, unless the cached calibration of these weights came from the same ones; then saved for later loads.
+    None: the cached calibration of these weights.
     """
     reason = static_int8_unsupported()
     if reason is not None:
