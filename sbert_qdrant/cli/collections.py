@@ -282,7 +282,11 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
     parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
     parser.add_argument(
-        "--precision", default=None, choices=PRECISIONS, help="default: SBERT_QDRANT_PRECISION, else auto (see encode)"
+        "--precision",
+        default=None,
+        choices=PRECISIONS,
+        help="default: SBERT_QDRANT_PRECISION, else auto (see encode); int8 is static where a calibration is cached "
+        "for the model (sbert-qdrant encode --precision int8 on your texts makes one), else dynamic",
     )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
