@@ -1,4 +1,4 @@
-"""Quantized collections at scale (``benchmarks/scale.py --parts q``): recall@10 against exact search, storage,
+"""Quantized collections at scale (``benchmarks/scale.py --parts 4``): recall@10 against exact search, storage,
 and latency for no quantization, int8 and binary, each with and without rescoring, on Qdrant Edge.
 
 The stored sentences are encoded once (cached in ``--cache``) and written as vectors encoded elsewhere

@@ -115,16 +115,16 @@ def main() -> None:
     texts = read_corpus(args.data, args.texts)
     encoder = SentenceEncoder.load(device="cpu")
     print(f"{sys.platform}, torch CPU, {cpu_summary()}\nencoder {encoder!r} ({encoder.identity})")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    print(f"ray {ray.__version__}, local, {int(ray.cluster_resources()['CPU'])} CPUs")
     if "1" in args.parts:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        print(f"ray {ray.__version__}, local, {int(ray.cluster_resources()['CPU'])} CPUs")
         ingestion(texts, encoder, pools)
+        ray.shutdown()
     if "2" in args.parts:
         write_path(texts, encoder)
     if "3" in args.parts:
         by_length(args.data, texts, encoder, args.chunks)
-    ray.shutdown()
     if "4" in args.parts:
         quantized_search(args.data, args.points, args.queries, args.cache)
 
