@@ -58,8 +58,8 @@ def test_static_int8_vectors_track_fp32(static_encoder: SentenceEncoder, default
     texts = held_out_texts()
     assert static_encoder.quantization == "static"
     cosines = (np.asarray(static_encoder.encode(texts)) * np.asarray(default_encoder.encode(texts))).sum(axis=1)
-    assert cosines.min() > 0.96, cosines.min()
-    assert cosines.mean() > 0.99, cosines.mean()
+    assert cosines.min() > 0.98, cosines.min()
+    assert cosines.mean() > 0.995, cosines.mean()
 
 
 @pytest.mark.slow
