@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,8 +197,7 @@ class StaticInt8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
-        quantized = torch.addcmul(self.x_offset, rows, self.x_multiplier)
-        quantized = quantized.round_().clamp_(0, 255).to(torch.uint8)
+        quantized = _quantizer()(rows, self.x_multiplier, self.x_offset)
         out = torch.ops.onednn.qlinear_pointwise(
             quantized,
             self.x_scale,
@@ -232,6 +232,31 @@ class Bf16Linear(nn.Module):
         return nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
 
 
+def quantize_rows(rows: torch.Tensor, multiplier: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``rows * multiplier + offset`` rounded to u8: the activation quantization of :class:`StaticInt8Linear`."""
+    return torch.clamp(torch.round(rows * multiplier + offset), 0, 255).to(torch.uint8)
+
+
+_compiled: list[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = []
+
+
+def _quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """:func:`quantize_rows` compiled into one pass (eager it is four fp32 passes, half of a long batch's time),
+    or eager when torch.compile cannot build here (no C++ compiler); decided once, on first use."""
+    if not _compiled:
+        try:
+            # as encode runs (inference mode), so that no call compiles again; torch's own imports warn of torch.jit
+            with torch.inference_mode(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                compiled = torch.compile(quantize_rows, dynamic=True)
+                compiled(torch.zeros(64, 384), torch.ones(384), torch.tensor(1.0))
+        except Exception as exc:  # noqa: BLE001 - any build failure means eager, which is correct
+            logger.warning("static int8 quantizes activations eagerly (slower): torch.compile failed: %s", exc)
+            compiled = quantize_rows
+        _compiled.append(compiled)
+    return _compiled[0]
+
+
 def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Module:
     """Swap every calibrated Linear of ``model`` for a :class:`StaticInt8Linear` (the kept ones, see
     :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), in place."""
@@ -239,6 +264,7 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
 
     kept = set(kept_layer_names(model))
     bf16 = native_bf16_cpu()
+    _quantizer()  # built here, once, rather than by parallel batches
     for name in quantized_layer_names(model):
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
