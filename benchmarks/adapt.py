@@ -16,7 +16,7 @@ Splits: SciFact's train queries (809 claims) are split by a hash of their id int
 are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e.g. SciFact's test split) when given.
 
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 1]
-        [--lr 3e-5] [--batch-size 32] [--negatives 1] [--chunk-tokens 128]
+        [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, and of documents (base model, context).
 """
@@ -165,11 +165,13 @@ def index_documents(
     qrels: dict[str, set[str]],
     timings: dict[str, float],
 ) -> Scores | None:
-    """Step 2: the abstracts as documents, titles as chunk context, base model."""
+    """Step 2: the abstracts as documents, titles as chunk context (unless ``--no-context``), base model."""
     if not args.documents:
         return None
-    print(f"\n== 2. documents, base model, title as chunk context, {args.chunk_tokens}-token chunks ==")
-    with TextCollection("scifact-documents", base, location=store) as coll:
+    context = "title as chunk context" if args.context else "no chunk context"
+    print(f"\n== 2. documents, base model, {context}, {args.chunk_tokens}-token chunks ==")
+    name = f"scifact-documents-{args.chunk_tokens}" + ("" if args.context else "-no-context")
+    with TextCollection(name, base, location=store) as coll:
         start = time.perf_counter()
         coll.upsert_documents(
             corpus.bodies,
@@ -177,7 +179,7 @@ def index_documents(
             payloads=[{"title": t} for t in corpus.titles],
             chunk_tokens=args.chunk_tokens,
             on_conflict="skip",
-            context_field="title",
+            context_field="title" if args.context else None,
         )
         coll.optimize()
         timings["index documents"] = time.perf_counter() - start
@@ -264,6 +266,9 @@ def main() -> None:
     parser.add_argument("--dev-pool", type=int, default=10, help="dev corpus: relevant + best N hits per dev query")
     parser.add_argument("--docs", type=int, default=None, help="first N abstracts only (quick run)")
     parser.add_argument("--no-documents", dest="documents", action="store_false", help="skip step 2")
+    parser.add_argument(
+        "--no-context", dest="context", action="store_false", help="step 2 without the title as chunk context"
+    )
     parser.add_argument("--no-adapt", dest="adapt", action="store_false", help="skip steps 3b and 4 (training)")
     parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
     parser.add_argument(
@@ -334,7 +339,8 @@ def main() -> None:
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
     rows = [(f"{mode} before (anchor)", before[mode]) for mode in MODES]
     rows += [(f"{mode} after", after[mode]) for mode in MODES] if after else []
-    rows += [(f"documents {mode} (base model, context)", documents[mode]) for mode in MODES] if documents else []
+    context = "context" if args.context else "no context"
+    rows += [(f"documents {mode} (base model, {context})", documents[mode]) for mode in MODES] if documents else []
     for label, (ndcg, recall) in rows:
         print(f"{label:40}{ndcg:7.2f}  {recall:7.2f}")
     if after:

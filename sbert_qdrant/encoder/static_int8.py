@@ -194,6 +194,11 @@ class StaticInt8Linear(nn.Module):
         self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
         self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.post_op, self.post_op_algorithm = "none", ""
+
+    def fuse_gelu(self) -> None:
+        """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
+        self.post_op, self.post_op_algorithm = "gelu", "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features).float()
@@ -209,14 +214,15 @@ class StaticInt8Linear(nn.Module):
             1.0,
             0,
             torch.float32,
-            "none",
+            self.post_op,
             [],
-            "",
+            self.post_op_algorithm,
         )
         return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, static u8 x s8"
+        fused = "" if self.post_op == "none" else f", fused {self.post_op}"
+        return f"in_features={self.in_features}, out_features={self.out_features}, static u8 x s8{fused}"
 
 
 class Bf16Linear(nn.Module):
@@ -275,7 +281,20 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
             continue
         alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
         setattr(parent, child, StaticInt8Linear(linear, calibration.low[name], calibration.high[name], alpha))
+    _fuse_gelus(model)
     return model
+
+
+def _fuse_gelus(model: nn.Module) -> None:
+    """Move each FFN's exact GELU into its quantized up projection's GEMM (Hugging Face BERT-style blocks: a
+    ``dense`` then an ``intermediate_act_fn``); other activations stay where they are."""
+    for module in model.modules():
+        dense, act = getattr(module, "dense", None), getattr(module, "intermediate_act_fn", None)
+        exact_gelu = isinstance(act, nn.GELU) and act.approximate == "none"
+        exact_gelu = exact_gelu or getattr(act, "act", None) is nn.functional.gelu  # transformers' GELUActivation
+        if isinstance(dense, StaticInt8Linear) and exact_gelu:
+            dense.fuse_gelu()
+            module.intermediate_act_fn = nn.Identity()
 
 
 def static_calibration(
