@@ -148,3 +148,22 @@ def test_cross_encoder_runs_static_int8_tracking_fp32(cache: Path) -> None:
     texts = held_out_texts()
     pairs = list(zip(texts[:75], texts[75:150], strict=True))
     assert pearsonr(exact.predict(pairs), quantized.predict(pairs)).statistic > 0.95
+
+
+@needs_static
+def test_static_int8_runs_eagerly_where_torch_compile_fails(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    import torch
+
+    def no_compiler(*_: object, **__: object) -> object:
+        raise RuntimeError("no C++ compiler (simulated)")
+
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    monkeypatch.setattr(static_int8, "_compiled", [])
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    with caplog.at_level(logging.WARNING):
+        encoder = tiny_int8(calibration_texts=nli_sentences())
+    assert encoder.quantization == "static"
+    assert "quantizes activations eagerly" in caplog.text and "no C++ compiler (simulated)" in caplog.text
+    assert np.isfinite(np.asarray(encoder.encode(nli_sentences()[:8]))).all()
