@@ -195,13 +195,15 @@ class StaticInt8Linear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.post_op, self.post_op_algorithm = "none", ""
+        #: bf16 where only this package's quantizer reads the output (FFN up projections on a native-bf16 CPU).
+        self.output_dtype = torch.float32
 
     def fuse_gelu(self) -> None:
         """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
         self.post_op, self.post_op_algorithm = "gelu", "none"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features).float()
+        rows = x.reshape(-1, self.in_features)
         quantized = _quantizer()(rows, self.x_multiplier, self.x_offset)
         out = torch.ops.onednn.qlinear_pointwise(
             quantized,
@@ -213,7 +215,7 @@ class StaticInt8Linear(nn.Module):
             self.bias,
             1.0,
             0,
-            torch.float32,
+            self.output_dtype,
             self.post_op,
             [],
             self.post_op_algorithm,
@@ -235,7 +237,7 @@ class Bf16Linear(nn.Module):
         self.bias = None if bias is None else nn.Parameter(bias.detach().to(torch.bfloat16), requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).to(x.dtype)
+        return nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).float()
 
 
 def quantize_rows(rows: torch.Tensor, multiplier: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
@@ -256,6 +258,7 @@ def _quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.T
                 warnings.simplefilter("ignore", DeprecationWarning)
                 compiled = torch.compile(quantize_rows, dynamic=True)
                 compiled(torch.zeros(64, 384), torch.ones(384), torch.tensor(1.0))
+                compiled(torch.zeros(64, 384, dtype=torch.bfloat16), torch.ones(384), torch.tensor(1.0))
         except Exception as exc:  # noqa: BLE001 - any build failure means eager, which is correct
             logger.warning("static int8 quantizes activations eagerly (slower): torch.compile failed: %s", exc)
             compiled = quantize_rows
@@ -281,19 +284,25 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
             continue
         alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
         setattr(parent, child, StaticInt8Linear(linear, calibration.low[name], calibration.high[name], alpha))
-    _fuse_gelus(model)
+    _fuse_gelus(model, bf16)
     return model
 
 
-def _fuse_gelus(model: nn.Module) -> None:
+def _fuse_gelus(model: nn.Module, bf16: bool) -> None:
     """Move each FFN's exact GELU into its quantized up projection's GEMM (Hugging Face BERT-style blocks: a
-    ``dense`` then an ``intermediate_act_fn``); other activations stay where they are."""
+    ``dense`` then an ``intermediate_act_fn``); other activations stay where they are.
+
+    bf16: the up projection writes bf16 (its reader quantizes it to u8 anyway): half the bytes of the widest
+    activation to write and read again (about 10 % of a long batch, relative probe; min cosine unchanged).
+    """
     for module in model.modules():
         dense, act = getattr(module, "dense", None), getattr(module, "intermediate_act_fn", None)
         exact_gelu = isinstance(act, nn.GELU) and act.approximate == "none"
         exact_gelu = exact_gelu or getattr(act, "act", None) is nn.functional.gelu  # transformers' GELUActivation
         if isinstance(dense, StaticInt8Linear) and exact_gelu:
             dense.fuse_gelu()
+            if bf16:
+                dense.output_dtype = torch.bfloat16
             module.intermediate_act_fn = nn.Identity()
 
 
