@@ -252,13 +252,15 @@ def _quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.T
     """:func:`quantize_rows` compiled into one pass (eager it is four fp32 passes, half of a long batch's time),
     or eager when torch.compile cannot build here (no C++ compiler); decided once, on first use."""
     if not _compiled:
+        multiplier, offset = torch.ones(384), torch.tensor(1.0)  # like the Linears' buffers: not inference tensors
         try:
-            # as encode runs (inference mode), so that no call compiles again; torch's own imports warn of torch.jit
+            # rows as encode makes them (inference mode), so that no call compiles again; torch's own imports warn of
+            # torch.jit
             with torch.inference_mode(), warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
                 compiled = torch.compile(quantize_rows, dynamic=True)
-                compiled(torch.zeros(64, 384), torch.ones(384), torch.tensor(1.0))
-                compiled(torch.zeros(64, 384, dtype=torch.bfloat16), torch.ones(384), torch.tensor(1.0))
+                compiled(torch.zeros(64, 384), multiplier, offset)
+                compiled(torch.zeros(64, 384, dtype=torch.bfloat16), multiplier, offset)
         except Exception as exc:  # noqa: BLE001 - any build failure means eager, which is correct
             logger.warning("static int8 quantizes activations eagerly (slower): torch.compile failed: %s", exc)
             compiled = quantize_rows
