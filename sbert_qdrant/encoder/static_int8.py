@@ -204,7 +204,8 @@ class StaticInt8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        quantized = _quantizer()(rows, self.x_multiplier, self.x_offset)
+        quantize = _quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
+        quantized = quantize(rows, self.x_multiplier, self.x_offset)
         out = torch.ops.onednn.qlinear_pointwise(
             quantized,
             self.x_scale,
@@ -245,6 +246,9 @@ def quantize_rows(rows: torch.Tensor, multiplier: torch.Tensor, offset: torch.Te
     return torch.clamp(torch.round(rows * multiplier + offset), 0, 255).to(torch.uint8)
 
 
+#: Activations of at least this many values are quantized by the compiled pass; smaller ones (short sentences)
+#: eagerly, where the compiled call's fixed overhead outweighs its saving.
+COMPILED_QUANTIZE_SIZE = 1 << 18
 _compiled: list[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = []
 
 
