@@ -15,7 +15,7 @@ Splits: SciFact's train queries (809 claims) are split by a hash of their id int
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
 are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e.g. SciFact's test split) when given.
 
-    python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 1]
+    python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, and of documents (base model, context).
@@ -252,11 +252,11 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
     parser.add_argument("--eval-queries", type=Path, default=None, help="BEIR queries.jsonl to measure on")
     parser.add_argument("--eval-qrels", type=Path, default=None, help="BEIR qrels TSV of --eval-queries")
-    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--train-tokens", type=int, default=128, help="max_seq_length while training (cost)")
-    parser.add_argument("--evals", type=int, default=2, help="dev evaluations during training (best model kept)")
+    parser.add_argument("--evals", type=int, default=3, help="dev evaluations during training (best model kept)")
     parser.add_argument("--negatives", type=int, default=1, help="hard negatives per (query, positive)")
     parser.add_argument("--mine-mode", default="hybrid", choices=("dense", "sparse", "hybrid"))
     parser.add_argument("--range-min", type=int, default=2, help="skip the best N hits when mining")
