@@ -28,7 +28,7 @@ from .encoder import _checked_texts
 from .identity import weights_digest
 from .loading import resolve_model_folder
 from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
-from .static_int8 import static_calibration
+from .static_int8 import checked_calibration, static_calibration
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,9 @@ class CrossEncoder(nn.Module):
         self.activation = _checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        pairs = _checked_calibration_pairs(calibration_pairs, precision)
+        pairs = checked_calibration(
+            calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
+        )
         calibration = None
         if precision == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
             self.device = torch.device("cpu")
@@ -114,7 +116,9 @@ class CrossEncoder(nn.Module):
                 "from the default model: CrossEncoder.from_transformer() and the cross-encoder objectives."
             )
         check_precision(precision, resolve_device(device))
-        _checked_calibration_pairs(calibration_pairs, precision)
+        checked_calibration(
+            calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
+        )
         name = os.fspath(model)
         if "/" not in name and os.sep not in name and not Path(name).expanduser().is_dir():
             name = f"cross-encoder/{name}"
@@ -339,20 +343,6 @@ def _checked_activation(activation: object) -> Activation:
     if activation not in ACTIVATION_PATHS:
         raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(ACTIVATION_PATHS)}.")
     return activation  # type: ignore[return-value]  # checked just above
-
-
-def _checked_calibration_pairs(pairs: object, precision: str) -> list[tuple[str, str]] | None:
-    """``calibration_pairs`` as a list (None stays None): non-empty (str, str) pairs, for precision "int8" only."""
-    if pairs is None:
-        return None
-    if precision != "int8":
-        raise InvalidArgumentError(
-            f"calibration_pairs calibrate static int8 and need precision='int8', not {precision!r}; drop them."
-        )
-    items = _checked_pairs(pairs)
-    if not items:
-        raise InvalidArgumentError("calibration_pairs is empty; pass a few hundred pairs like those you will score.")
-    return items
 
 
 def _checked_pairs(pairs: object) -> list[tuple[str, str]]:

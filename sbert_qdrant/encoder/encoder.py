@@ -26,7 +26,7 @@ from .loading import (
 )
 from .pooling import AttentionPooling, Pooling
 from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
-from .static_int8 import static_calibration
+from .static_int8 import checked_calibration, static_calibration
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -71,7 +71,9 @@ class SentenceEncoder(nn.Module):
         #: The model's short name (``load`` sets it), the first half of ``identity``.
         self.model_name = "custom"
         self._weights = weights_digest(self.pipeline)  # as fp32, before a cast or quantization
-        texts = _checked_calibration_texts(calibration_texts, precision)
+        texts = checked_calibration(
+            calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
+        )
         calibration = None
         if precision == "int8":
             calibration = static_calibration(
@@ -99,7 +101,9 @@ class SentenceEncoder(nn.Module):
     ) -> SentenceEncoder:
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
         check_precision(precision, resolve_device(device))
-        _checked_calibration_texts(calibration_texts, precision)
+        checked_calibration(
+            calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
+        )
         folder = resolve_model_folder(model)
         modules = load_modules(folder, trust_remote_code=trust_remote_code)
         config = read_model_config(folder)
@@ -329,20 +333,6 @@ class SentenceEncoder(nn.Module):
             f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.quantization})' if self.quantization else ''})"
         )
-
-
-def _checked_calibration_texts(texts: Sequence[str] | None, precision: str) -> list[str] | None:
-    """``calibration_texts`` as a list (None stays None): non-empty str, for precision "int8" only."""
-    if texts is None:
-        return None
-    if precision != "int8":
-        raise InvalidArgumentError(
-            f"calibration_texts calibrate static int8 and need precision='int8', not {precision!r}; drop them."
-        )
-    items = _checked_texts(texts)
-    if not items:
-        raise InvalidArgumentError("calibration_texts is empty; pass a few hundred texts like those you will encode.")
-    return items
 
 
 def _checked_texts(texts: object) -> list[str]:

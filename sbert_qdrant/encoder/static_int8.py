@@ -24,15 +24,17 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from ..errors import InvalidArgumentError
 from .base import Features
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: SmoothQuant's migration strength: 0 leaves activations alone, 1 moves all their range into the weights.
 SMOOTH_ALPHA = 0.5
@@ -310,6 +312,23 @@ def _fuse_gelus(model: nn.Module, bf16: bool) -> None:
             if bf16:
                 dense.output_dtype = torch.bfloat16
             module.intermediate_act_fn = nn.Identity()
+
+
+def checked_calibration(
+    items: object, precision: str, argument: str, check: Callable[[object], list[T]], like: str
+) -> list[T] | None:
+    """A load's calibration ``argument`` as a list checked by ``check`` (None stays None): non-empty, and given
+    with precision "int8" only; ``like`` says what to pass (e.g. "texts like those you will encode")."""
+    if items is None:
+        return None
+    if precision != "int8":
+        raise InvalidArgumentError(
+            f"{argument} calibrate static int8 and need precision='int8', not {precision!r}; drop them."
+        )
+    checked = check(items)
+    if not checked:
+        raise InvalidArgumentError(f"{argument} is empty; pass a few hundred {like}.")
+    return checked
 
 
 def static_calibration(
