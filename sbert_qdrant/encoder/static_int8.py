@@ -22,7 +22,7 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -100,14 +100,17 @@ def kept_layer_names(model: nn.Module) -> list[str]:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Per quantized Linear: each input channel's smallest and largest value over the calibration texts."""
+    """Per quantized Linear: each input channel's smallest and largest value over the calibration texts, and the
+    largest absolute output (``output_reach``; empty in calibrations saved before it was recorded)."""
 
     low: dict[str, torch.Tensor]
     high: dict[str, torch.Tensor]
     texts_digest: str
+    output_reach: dict[str, float] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         tensors = {f"{name}.low": t for name, t in self.low.items()} | {f"{n}.high": t for n, t in self.high.items()}
+        tensors |= {f"{name}.output_reach": torch.tensor([reach]) for name, reach in self.output_reach.items()}
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(".partial")
         save_file(tensors, str(partial), metadata={"format": _FORMAT, "texts": self.texts_digest})
@@ -127,7 +130,8 @@ class Calibration:
         tensors = load_file(str(path))
         low = {k.removesuffix(".low"): t for k, t in tensors.items() if k.endswith(".low")}
         high = {k.removesuffix(".high"): t for k, t in tensors.items() if k.endswith(".high")}
-        return cls(low, high, metadata.get("texts", ""))
+        reach = {k.removesuffix(".output_reach"): float(t) for k, t in tensors.items() if k.endswith(".output_reach")}
+        return cls(low, high, metadata.get("texts", ""), reach)
 
 
 def texts_digest(texts: Sequence[Any]) -> str:
@@ -140,17 +144,20 @@ def calibration_path(weights_digest: str) -> Path:
 
 
 def calibrate(model: nn.Module, batches: Iterable[Features], run: Callable[[Features], object]) -> Calibration:
-    """Run ``batches`` through ``run`` (the fp32 model) and record every quantized Linear's input range."""
+    """Run ``batches`` through ``run`` (the fp32 model) and record every quantized Linear's input range (per
+    channel) and output reach."""
     low: dict[str, torch.Tensor] = {}
     high: dict[str, torch.Tensor] = {}
+    reach: dict[str, float] = {}
     hooks = []
 
     def record(name: str) -> Callable[[nn.Module, tuple[torch.Tensor, ...], torch.Tensor], None]:
-        def hook(_: nn.Module, inputs: tuple[torch.Tensor, ...], __: torch.Tensor) -> None:
+        def hook(_: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
             x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
             lo, hi = x.amin(0), x.amax(0)
             low[name] = torch.minimum(low[name], lo) if name in low else lo
             high[name] = torch.maximum(high[name], hi) if name in high else hi
+            reach[name] = max(reach.get(name, 0.0), float(output.detach().abs().max()))
 
         return hook
 
@@ -163,12 +170,17 @@ def calibrate(model: nn.Module, batches: Iterable[Features], run: Callable[[Feat
     finally:
         for hook in hooks:
             hook.remove()
-    return Calibration(low, high, "")
+    return Calibration(low, high, "", reach)
 
 
 class StaticInt8Linear(nn.Module):
     """A Linear run as u8 activations (one calibrated scale and zero point) x s8 weights (one scale per output
-    channel), SmoothQuant-smoothed, on oneDNN's fused int8 GEMM with an fp32 output."""
+    channel), SmoothQuant-smoothed, on oneDNN's fused int8 GEMM with an fp32 output (or bf16, or u8 in a given
+    quantization). A u8 input is taken as already quantized in this Linear's own quantization.
+
+    ``weight_reach``: each input channel's largest absolute weight to smooth by, when Linears reading the same input
+    (attention's query, key and value) must share one smoothing and so one quantization of it.
+    """
 
     x_multiplier: torch.Tensor
     x_offset: torch.Tensor
@@ -176,11 +188,20 @@ class StaticInt8Linear(nn.Module):
     w_zero_point: torch.Tensor
     bias: torch.Tensor | None
 
-    def __init__(self, linear: nn.Linear, low: torch.Tensor, high: torch.Tensor, alpha: float = SMOOTH_ALPHA) -> None:
+    def __init__(
+        self,
+        linear: nn.Linear,
+        low: torch.Tensor,
+        high: torch.Tensor,
+        alpha: float = SMOOTH_ALPHA,
+        weight_reach: torch.Tensor | None = None,
+    ) -> None:
         super().__init__()
         weight = linear.weight.detach().float()
         reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
-        smooth = (reach**alpha / weight.abs().amax(0).clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
+        if weight_reach is None:
+            weight_reach = weight.abs().amax(0)
+        smooth = (reach**alpha / weight_reach.clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
         weight = weight * smooth
         lowest = float(torch.clamp((low / smooth).min(), max=0.0))
         highest = float(torch.clamp((high / smooth).max(), min=0.0))
@@ -197,18 +218,35 @@ class StaticInt8Linear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.post_op, self.post_op_algorithm = "none", ""
-        #: bf16 where only this package's quantizer reads the output (FFN up projections on a native-bf16 CPU).
+        #: bf16 where only this package's quantizer reads the output (FFN up projections on a native-bf16 CPU); u8
+        #: (with ``output_scale`` and ``output_zero_point``) where the int8 attention kernel reads it.
         self.output_dtype = torch.float32
+        self.output_scale, self.output_zero_point = 1.0, 0
 
     def fuse_gelu(self) -> None:
         """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
         self.post_op, self.post_op_algorithm = "gelu", "none"
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, self.in_features)
+    def quantize_output(self, scale: float, zero_point: int) -> None:
+        """Write u8 outputs: ``round(y / scale) + zero_point``, clamped to 0..255."""
+        self.output_dtype, self.output_scale, self.output_zero_point = torch.uint8, scale, zero_point
+
+    def shares_quantization(self, *others: StaticInt8Linear) -> bool:
+        """Whether ``others`` quantize their input exactly as this Linear does (so one u8 copy serves all)."""
+        return all(
+            (o.x_scale, o.x_zero_point) == (self.x_scale, self.x_zero_point)
+            and torch.equal(o.x_multiplier, self.x_multiplier)
+            for o in others
+        )
+
+    def quantize(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` (fp32 or bf16, [n, in_features]) as u8 in this Linear's input quantization."""
         quantize = _quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
-        quantized = quantize(rows, self.x_multiplier, self.x_offset)
-        out = torch.ops.onednn.qlinear_pointwise(
+        return quantize(rows, self.x_multiplier, self.x_offset)
+
+    def gemm(self, quantized: torch.Tensor) -> torch.Tensor:
+        """The int8 GEMM (with its fused post-op) of quantized rows."""
+        return torch.ops.onednn.qlinear_pointwise(
             quantized,
             self.x_scale,
             self.x_zero_point,
@@ -216,13 +254,17 @@ class StaticInt8Linear(nn.Module):
             self.w_scale,
             self.w_zero_point,
             self.bias,
-            1.0,
-            0,
+            self.output_scale,
+            self.output_zero_point,
             self.output_dtype,
             self.post_op,
             [],
             self.post_op_algorithm,
         )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        out = self.gemm(rows if rows.dtype == torch.uint8 else self.quantize(rows))
         return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
@@ -276,13 +318,17 @@ def _quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.T
 
 def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Module:
     """Swap every calibrated Linear of ``model`` for a :class:`StaticInt8Linear` (the kept ones, see
-    :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), in place."""
+    :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), and each
+    BERT-style self-attention for the int8 one where its kernel runs (see ``int8_attention``), in place."""
+    from .int8_attention import install_int8_attention
     from .runtime import native_bf16_cpu
 
     kept = set(kept_layer_names(model))
     bf16 = native_bf16_cpu()
     _quantizer()  # built here, once, rather than by parallel batches
-    for name in quantized_layer_names(model):
+    names = quantized_layer_names(model)
+    weight_reach = _shared_weight_reach(model, names)
+    for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         linear = getattr(parent, child)
@@ -291,9 +337,34 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
                 setattr(parent, child, Bf16Linear(linear))
             continue
         alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
-        setattr(parent, child, StaticInt8Linear(linear, calibration.low[name], calibration.high[name], alpha))
+        quantized = StaticInt8Linear(
+            linear, calibration.low[name], calibration.high[name], alpha, weight_reach.get(parent_name)
+        )
+        setattr(parent, child, quantized)
     _fuse_gelus(model, bf16)
+    install_int8_attention(model, calibration.output_reach)
     return model
+
+
+#: Linears that read one input (an attention's projections), by their name in the parent module.
+SHARED_INPUT = ("query", "key", "value")
+
+
+def _shared_weight_reach(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
+    """Per parent module holding all of :data:`SHARED_INPUT`: the largest absolute weight per input channel over
+    them, so that they smooth (and quantize) their common input alike."""
+    reach: dict[str, torch.Tensor] = {}
+    for parent_name in {name.rpartition(".")[0] for name in names}:
+        parent = model.get_submodule(parent_name)
+        linears = [getattr(parent, child, None) for child in SHARED_INPUT]
+        if all(
+            isinstance(linear, nn.Linear) and f"{parent_name}.{c}" in names
+            for linear, c in zip(linears, SHARED_INPUT, strict=True)
+        ):
+            reach[parent_name] = torch.stack([linear.weight.detach().float().abs().amax(0) for linear in linears]).amax(
+                0
+            )  # type: ignore[union-attr]
+    return reach
 
 
 def _fuse_gelus(model: nn.Module, bf16: bool) -> None:
@@ -365,7 +436,7 @@ def static_calibration(
         return cached
     chosen = list(texts)[:CALIBRATION_TEXTS]
     digest = texts_digest(chosen)
-    if cached is not None and cached.texts_digest == digest:
+    if cached is not None and cached.texts_digest == digest and set(cached.output_reach) == names:
         logger.info("static int8: calibration read from %s", path)
         return cached
     if len(chosen) < FEW_CALIBRATION_TEXTS:
@@ -375,7 +446,7 @@ def static_calibration(
             FEW_CALIBRATION_TEXTS,
         )
     measured = calibrate(model, batches(chosen), run)
-    calibration = Calibration(measured.low, measured.high, digest)
+    calibration = Calibration(measured.low, measured.high, digest, measured.output_reach)
     calibration.save(path)
     logger.info("static int8: calibrated on %d texts, saved to %s", len(chosen), path)
     return calibration
