@@ -222,6 +222,8 @@ class StaticInt8Linear(nn.Module):
         #: (with ``output_scale`` and ``output_zero_point``) where the int8 attention kernel reads it.
         self.output_dtype = torch.float32
         self.output_scale, self.output_zero_point = 1.0, 0
+        #: The native kernel's quantizer (``native.quantize_rows``) where it loaded, set by quantize_static_int8.
+        self.native_quantize: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None
 
     def fuse_gelu(self) -> None:
         """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
@@ -241,6 +243,8 @@ class StaticInt8Linear(nn.Module):
 
     def quantize(self, rows: torch.Tensor) -> torch.Tensor:
         """``rows`` (fp32 or bf16, [n, in_features]) as u8 in this Linear's input quantization."""
+        if self.native_quantize is not None:
+            return self.native_quantize(rows, self.x_multiplier, float(self.x_zero_point))
         quantize = _quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
         return quantize(rows, self.x_multiplier, self.x_offset)
 
@@ -319,13 +323,18 @@ def _quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.T
 def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Module:
     """Swap every calibrated Linear of ``model`` for a :class:`StaticInt8Linear` (the kept ones, see
     :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), and each
-    BERT-style self-attention for the int8 one where its kernel runs (see ``int8_attention``), in place."""
+    BERT-style self-attention for the int8 one, in place. Where the native kernels run (``native.py``) they quantize
+    activations and compute attention; elsewhere PyTorch does."""
     from .int8_attention import install_int8_attention
+    from .native import native_library
+    from .native import quantize_rows as native_quantize
     from .runtime import native_bf16_cpu
 
     kept = set(kept_layer_names(model))
     bf16 = native_bf16_cpu()
-    _quantizer()  # built here, once, rather than by parallel batches
+    native = native_library() is not None
+    if not native:
+        _quantizer()  # built here, once, rather than by parallel batches
     names = quantized_layer_names(model)
     weight_reach = _shared_weight_reach(model, names)
     for name in names:
@@ -340,6 +349,7 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
         quantized = StaticInt8Linear(
             linear, calibration.low[name], calibration.high[name], alpha, weight_reach.get(parent_name)
         )
+        quantized.native_quantize = native_quantize if native else None
         setattr(parent, child, quantized)
     _fuse_gelus(model, bf16)
     install_int8_attention(model, calibration.output_reach)

@@ -1,10 +1,13 @@
-// Int8 self-attention on AVX512-VNNI (u8 x s8 -> s32 dot products) for an encoder's padded batch, one (batch, head)
-// at a time. Built on first use by sbert_qdrant/encoder/int8_attention.py, which states the contract:
+// Int8 kernels for static int8 encoders on AVX512-VNNI CPUs, built on first use by sbert_qdrant/encoder/native.py.
+//
+// sbq_int8_attention: self-attention of an encoder's padded batch, one (batch, head) pair at a time, with u8 x s8 -> s32
+// dot products (int8_attention.py holds the Python side):
 //   q, k, v: u8 [B, L, ld], head h in columns h*D..h*D+D, symmetric (value = scale * (u8 - 128));
 //   key_valid: u8 [B, L], 1 for a real token (padded keys get no attention; padded query rows are not computed);
 //   scores = (q . k) * qk_scale; softmax row-scaled to u8 (255 at the row's maximum) and renormalized by its sum;
 //   out: u8 [B, L, out_ld] = clamp(round(context * out_mult[column] + out_offset)), the next Linear's quantization.
-// Returns 0, or 1 for a head size it does not handle (not a multiple of 16, or over 256).
+//   Returns 0, or 1 for a head size it does not handle (not a multiple of 16, or over 256).
+// sbq_quantize_rows: activations to u8 for the next int8 GEMM (see its comment).
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -152,4 +155,28 @@ extern "C" int sbq_int8_attention(
     }
     free(kp); free(vp); free(comp); free(okm); free(srow); free(prow);
     return 0;
+}
+
+// Rows row_start..row_end of x (fp32, or bf16 when bf16 != 0; [rows, width], contiguous) quantized to u8:
+// clamp(round(x * mult[column] + offset), 0, 255), rounding half to even like torch.round.
+extern "C" void sbq_quantize_rows(
+    const void* x, int64_t bf16, int64_t width, const float* mult, float offset, uint8_t* out,
+    int64_t row_start, int64_t row_end) {
+    const __m512 off = _mm512_set1_ps(offset);
+    const __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(255);
+    for (int64_t r = row_start; r < row_end; ++r) {
+        for (int64_t c = 0; c < width; c += 16) {
+            const __mmask16 m = width - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - c)) - 1);
+            __m512 v;
+            if (bf16) {
+                __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t*)x + r * width + c);
+                v = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            } else {
+                v = _mm512_maskz_loadu_ps(m, (const float*)x + r * width + c);
+            }
+            __m512i q = _mm512_cvtps_epi32(_mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, mult + c), off));
+            q = _mm512_max_epi32(_mm512_min_epi32(q, hi), lo);
+            _mm_mask_storeu_epi8(out + r * width + c, m, _mm512_cvtepi32_epi8(q));
+        }
+    }
 }
