@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from sbert_qdrant import Normalize, Pooling, SentenceEncoder
-from sbert_qdrant.encoder import static_int8
+from sbert_qdrant.encoder import native, static_int8
 from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError, SbertQdrantError
 
 DATA = Path(__file__).parent / "data"
@@ -151,7 +151,7 @@ def test_cross_encoder_runs_static_int8_tracking_fp32(cache: Path) -> None:
 
 
 @needs_static
-def test_static_int8_runs_eagerly_where_torch_compile_fails(
+def test_static_int8_runs_eagerly_without_a_compiler(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     import torch
@@ -161,9 +161,12 @@ def test_static_int8_runs_eagerly_where_torch_compile_fails(
 
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
     monkeypatch.setattr(static_int8, "_compiled", [])
+    monkeypatch.setattr(native, "_library", [])
+    monkeypatch.setattr(native, "_compiler", lambda: None)
     monkeypatch.setattr(torch, "compile", no_compiler)
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8(calibration_texts=nli_sentences())
     assert encoder.quantization == "static"
+    assert "without its int8 kernels" in caplog.text and "no C++ compiler" in caplog.text
     assert "quantizes activations eagerly" in caplog.text and "no C++ compiler (simulated)" in caplog.text
     assert np.isfinite(np.asarray(encoder.encode(nli_sentences()[:8]))).all()
