@@ -1,7 +1,7 @@
-"""The int8 kernels of ``kernels/int8.cpp`` (int8 attention, activation quantization), built on first use with the
-system's C++ compiler, cached beside the calibrations, and called through ctypes (which releases the GIL, so a call
-can be split over threads). Where they cannot run (no AVX512-VNNI, no compiler, a failed build) the reason is
-logged once and callers keep their PyTorch paths.
+"""The int8 kernels of ``kernels/int8.cpp`` (int8 attention, activation quantization, residual add + LayerNorm),
+built on first use with the system's C++ compiler, cached beside the calibrations, and called through ctypes (which
+releases the GIL, so a call can be split over threads). Where they cannot run (no AVX512-VNNI, no compiler, a failed
+build) the reason is logged once and callers keep their PyTorch paths.
 """
 
 from __future__ import annotations
@@ -84,6 +84,8 @@ def native_library() -> ctypes.CDLL | None:
             library.sbq_int8_attention.argtypes = [p, p, p, i, p, i, i, i, i, f, f, p, f, p, i, i, i]
             library.sbq_quantize_rows.restype = None
             library.sbq_quantize_rows.argtypes = [p, i, i, p, f, p, i, i]
+            library.sbq_add_layer_norm.restype = None
+            library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
         _library.append(library)
     return _library[0]
 
@@ -114,4 +116,22 @@ def quantize_rows(rows: torch.Tensor, multiplier: torch.Tensor, offset: float) -
         )
 
     split(run, rows.shape[0], rows.numel())
+    return out
+
+
+def add_layer_norm(a: torch.Tensor, b: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+    """``norm(a + b)`` (fp32, normalized over the last dimension) by the kernel, in one pass over memory."""
+    library = native_library()
+    assert library is not None
+    a, b = a.contiguous(), b.contiguous()
+    out = torch.empty_like(a)
+    width = a.shape[-1]
+
+    def run(start: int, stop: int) -> None:
+        library.sbq_add_layer_norm(
+            a.data_ptr(), b.data_ptr(), norm.weight.data_ptr(), norm.bias.data_ptr(), norm.eps, out.data_ptr(),
+            width, start, stop,
+        )  # fmt: skip
+
+    split(run, a.numel() // width, a.numel())
     return out

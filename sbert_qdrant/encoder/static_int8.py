@@ -325,9 +325,9 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
     :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), and each
     BERT-style self-attention for the int8 one, in place. Where the native kernels run (``native.py``) they quantize
     activations and compute attention; elsewhere PyTorch does."""
-    from .int8_attention import install_int8_attention
     from .native import native_library
     from .native import quantize_rows as native_quantize
+    from .native_layers import install_int8_attention, install_residual_layer_norms
     from .runtime import native_bf16_cpu
 
     kept = set(kept_layer_names(model))
@@ -353,6 +353,7 @@ def quantize_static_int8(model: nn.Module, calibration: Calibration) -> nn.Modul
         setattr(parent, child, quantized)
     _fuse_gelus(model, bf16)
     install_int8_attention(model, calibration.output_reach)
+    install_residual_layer_norms(model)
     return model
 
 

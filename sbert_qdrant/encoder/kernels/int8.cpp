@@ -1,13 +1,13 @@
 // Int8 kernels for static int8 encoders on AVX512-VNNI CPUs, built on first use by sbert_qdrant/encoder/native.py.
 //
 // sbq_int8_attention: self-attention of an encoder's padded batch, one (batch, head) pair at a time, with u8 x s8 -> s32
-// dot products (int8_attention.py holds the Python side):
+// dot products (native_layers.py holds the Python side):
 //   q, k, v: u8 [B, L, ld], head h in columns h*D..h*D+D, symmetric (value = scale * (u8 - 128));
 //   key_valid: u8 [B, L], 1 for a real token (padded keys get no attention; padded query rows are not computed);
 //   scores = (q . k) * qk_scale; softmax row-scaled to u8 (255 at the row's maximum) and renormalized by its sum;
 //   out: u8 [B, L, out_ld] = clamp(round(context * out_mult[column] + out_offset)), the next Linear's quantization.
 //   Returns 0, or 1 for a head size it does not handle (not a multiple of 16, or over 256).
-// sbq_quantize_rows: activations to u8 for the next int8 GEMM (see its comment).
+// sbq_quantize_rows: activations to u8 for the next int8 GEMM; sbq_add_layer_norm: residual add + LayerNorm.
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
@@ -177,6 +177,38 @@ extern "C" void sbq_quantize_rows(
             __m512i q = _mm512_cvtps_epi32(_mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, mult + c), off));
             q = _mm512_max_epi32(_mm512_min_epi32(q, hi), lo);
             _mm_mask_storeu_epi8(out + r * width + c, m, _mm512_cvtepi32_epi8(q));
+        }
+    }
+}
+
+// Rows row_start..row_end of LayerNorm(a + b) over the last dimension (fp32, [rows, width], contiguous): the residual
+// add and the normalization in one pass over memory (each row is re-read from L1).
+extern "C" void sbq_add_layer_norm(
+    const float* a, const float* b, const float* gamma, const float* beta, float eps, float* out, int64_t width,
+    int64_t row_start, int64_t row_end) {
+    for (int64_t r = row_start; r < row_end; ++r) {
+        const float* ar = a + r * width; const float* br = b + r * width; float* orow = out + r * width;
+        __m512 sum = _mm512_setzero_ps();
+        for (int64_t c = 0; c < width; c += 16) {
+            const __mmask16 m = width - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - c)) - 1);
+            __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(m, ar + c), _mm512_maskz_loadu_ps(m, br + c));
+            _mm512_mask_storeu_ps(orow + c, m, x);
+            sum = _mm512_add_ps(sum, x);
+        }
+        const float mean = _mm512_reduce_add_ps(sum) / (float)width;
+        const __m512 mu = _mm512_set1_ps(mean);
+        __m512 sq = _mm512_setzero_ps();
+        for (int64_t c = 0; c < width; c += 16) {
+            const __mmask16 m = width - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - c)) - 1);
+            __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, orow + c), mu);
+            sq = _mm512_fmadd_ps(d, d, sq);
+        }
+        const __m512 rstd = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(sq) / (float)width + eps));
+        for (int64_t c = 0; c < width; c += 16) {
+            const __mmask16 m = width - c >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (width - c)) - 1);
+            __m512 d = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, orow + c), mu), rstd);
+            __m512 y = _mm512_fmadd_ps(d, _mm512_maskz_loadu_ps(m, gamma + c), _mm512_maskz_loadu_ps(m, beta + c));
+            _mm512_mask_storeu_ps(orow + c, m, y);
         }
     }
 }

@@ -1,9 +1,10 @@
-"""Int8 self-attention for static int8 encoders on AVX512-VNNI CPUs.
+"""BERT sublayers of a static int8 encoder run by the native kernels (``native.py``, AVX512-VNNI).
 
-PyTorch's attention on a CPU runs in fp32 (its bf16 kernel is no faster without AMX): about a third of a long batch
-once the Linears are int8. Here q, k and v leave their GEMMs as u8 (static scales from the calibration), the native
-kernel (``native.py``) computes q.k and softmax(q.k).v with VNNI dot products, and writes the context already
-quantized for the output projection. Where the kernels cannot run, attention stays PyTorch's.
+Self-attention: PyTorch's runs in fp32 on a CPU (its bf16 kernel is no faster without AMX), about a third of a long
+batch once the Linears are int8. Here q, k and v leave their GEMMs as u8 (static scales from the calibration), the
+kernel computes q.k and softmax(q.k).v with VNNI dot products and writes the context already quantized for the output
+projection. Sublayer outputs: the residual add and LayerNorm in one pass. Where the kernels cannot run, PyTorch's
+modules stay.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .native import native_library, split
-from .static_int8 import StaticInt8Linear
+from .native import add_layer_norm, native_library, split
+from .static_int8 import Bf16Linear, StaticInt8Linear
 
 #: q, k and v are stored as u8 = value / scale + 128 (symmetric), so the kernel can read them as s8 by flipping a bit.
 ZERO_POINT = 128
@@ -108,4 +109,40 @@ def install_int8_attention(model: nn.Module, output_reach: dict[str, float]) -> 
         reach = tuple(output_reach[n] for n in names)
         module.self = StaticInt8SelfAttention(*linears, heads, output, reach)  # type: ignore[arg-type, misc]
         swapped += 1
+    return swapped
+
+
+class ResidualLayerNorm(nn.Module):
+    """A BERT-style sublayer output (``LayerNorm(dense(x) + residual)``, dropout off at inference) whose add and
+    LayerNorm run as one native pass."""
+
+    def __init__(self, dense: nn.Module, norm: nn.LayerNorm) -> None:
+        super().__init__()
+        self.dense, self.LayerNorm = dense, norm
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
+        return add_layer_norm(self.dense(hidden_states), input_tensor, self.LayerNorm)
+
+
+def install_residual_layer_norms(model: nn.Module) -> int:
+    """Swap each BERT-style sublayer output (exactly ``dense``, ``LayerNorm`` and ``dropout``, its dense quantized
+    or bf16) for a :class:`ResidualLayerNorm`, in place, where the kernels run; returns how many were swapped."""
+    if native_library() is None:
+        return 0
+    swapped = 0
+    for name, module in list(model.named_modules()):
+        children = dict(module.named_children())
+        norm = children.get("LayerNorm")
+        if (
+            set(children) == {"dense", "LayerNorm", "dropout"}
+            and isinstance(children["dense"], StaticInt8Linear | Bf16Linear)
+            and isinstance(norm, nn.LayerNorm)
+            and norm.elementwise_affine
+            and norm.bias is not None
+            and len(norm.normalized_shape) == 1
+            and norm.weight.dtype == torch.float32
+        ):
+            parent_name, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent_name), child, ResidualLayerNorm(children["dense"], norm))
+            swapped += 1
     return swapped
