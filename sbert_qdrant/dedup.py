@@ -104,22 +104,22 @@ def mine_pairs(
     """
     if vectors.ndim != 2:
         raise InvalidInputError(f"vectors must be 2-D, got shape {vectors.shape}.")
+    import torch  # imported here: dedup's other functions need numpy only
+
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    unit = unit.astype(np.float32, copy=False)
-    n = unit.shape[0]
+    matrix = torch.from_numpy(np.ascontiguousarray(unit, dtype=np.float32))
+    n = matrix.shape[0]
     k = min(top_k, n - 1)
     found: dict[tuple[int, int], float] = {}
     if k < 1:
         return []
-    for start in range(0, n, block_size):
-        scores = unit[start : start + block_size] @ unit.T
-        rows = np.arange(scores.shape[0])
-        scores[rows, rows + start] = -np.inf  # a text is not its own duplicate
-        best = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-        for row, cols in enumerate(best):
-            i = start + row
-            for j in cols.tolist():
-                score = float(scores[row, j])
-                if score >= threshold:
-                    found[(min(i, j), max(i, j))] = score
+    with torch.inference_mode():  # torch's GEMM and top-k use every thread (numpy's argpartition one)
+        for start in range(0, n, block_size):
+            scores = matrix[start : start + block_size] @ matrix.T
+            rows = torch.arange(scores.shape[0])
+            scores[rows, rows + start] = -torch.inf  # a text is not its own duplicate
+            values, best = (t.numpy() for t in scores.topk(k, dim=1))
+            for row, col in zip(*np.nonzero(values >= threshold), strict=True):
+                i, j = start + int(row), int(best[row, col])
+                found[(min(i, j), max(i, j))] = float(values[row, col])
     return sorted(((i, j, s) for (i, j), s in found.items()), key=lambda p: (-p[2], p[0], p[1]))
