@@ -1,5 +1,5 @@
-"""Shared fixtures: a tiny random BERT with the real tokenizer, the real default model, STS-B sample data, and
-collections on every engine (``make``)."""
+"""Shared fixtures: a tiny random BERT with the real tokenizer, the real default model, STS-B sample data,
+collections on every engine (``make``), and a module's static int8 calibration cache and encoder."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from flavours import ENGINES, FLAVOURS, Engines
+from int8_support import nli_sentences
 
 from sbert_qdrant import SentenceEncoder, testing
 from sbert_qdrant.encoder.loading import resolve_model_folder
@@ -54,3 +55,17 @@ def stsb_sample() -> tuple[list[str], list[str], list[float]]:
 def default_model_copy(tmp_path: Path, default_model_dir: Path) -> Path:
     """A writable copy of the default model folder."""
     return Path(shutil.copytree(default_model_dir, tmp_path / "model"))
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    with pytest.MonkeyPatch.context() as patch:
+        folder = tmp_path_factory.mktemp("int8-cache")
+        patch.setenv("SBERT_QDRANT_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def static_encoder(cache: Path) -> SentenceEncoder:
+    """The default model in static int8, calibrated on the NLI sample into this module's ``cache``."""
+    return SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_static_int8 import cache, held_out_texts, needs_static, nli_sentences, static_encoder  # noqa: F401
+from int8_support import held_out_texts, needs_static, nli_sentences
 
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.encoder import native, native_layers, static_int8
@@ -26,7 +26,7 @@ needs_kernel = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="module", autouse=True)
-def kernels(cache: Path) -> Iterator[object]:  # noqa: F811
+def kernels(cache: Path) -> Iterator[object]:
     """The kernels as this module's cache builds them (not as an earlier module's left them loaded)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(native, "_library", [])
@@ -206,9 +206,9 @@ def assert_tracks_fp32(encoder: SentenceEncoder, exact: SentenceEncoder, texts: 
 @needs_static
 @needs_kernel
 def test_static_encoder_runs_int8_attention(
-    static_encoder: SentenceEncoder,  # noqa: F811
+    static_encoder: SentenceEncoder,
     default_encoder: SentenceEncoder,
-    cache: Path,  # noqa: F811
+    cache: Path,
 ) -> None:
     layers = static_encoder.transformer.model.config.num_hidden_layers
     modules = attention_modules(static_encoder)
@@ -226,7 +226,7 @@ def test_static_encoder_runs_int8_attention(
 @pytest.mark.slow
 @needs_static
 def test_without_the_kernel_attention_stays_pytorch_saying_why(
-    static_encoder: SentenceEncoder,  # noqa: F811 - calibrates the module's cache
+    static_encoder: SentenceEncoder,  # calibrates the module's cache
     default_encoder: SentenceEncoder,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
@@ -243,9 +243,9 @@ def test_without_the_kernel_attention_stays_pytorch_saying_why(
 @pytest.mark.slow
 @needs_static
 def test_a_calibration_without_output_reach_loads_and_is_redone_given_its_texts(
-    static_encoder: SentenceEncoder,  # noqa: F811
+    static_encoder: SentenceEncoder,
     default_encoder: SentenceEncoder,
-    cache: Path,  # noqa: F811
+    cache: Path,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
@@ -274,7 +274,7 @@ LONG = max(held_out_texts(), key=len)  # a SciFact abstract: cut at the model's 
     ids=["one-text", "one-word-and-256-token-texts"],
 )
 def test_batches_track_fp32(
-    static_encoder: SentenceEncoder,  # noqa: F811
+    static_encoder: SentenceEncoder,
     default_encoder: SentenceEncoder,
     texts: list[str],
 ) -> None:
@@ -285,7 +285,7 @@ def test_batches_track_fp32(
 @needs_static
 @needs_kernel
 def test_attention_splits_over_threads_tracking_fp32(
-    static_encoder: SentenceEncoder,  # noqa: F811
+    static_encoder: SentenceEncoder,
     default_encoder: SentenceEncoder,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -3,53 +3,16 @@ calibration instead of calibrating again, and without VNNI (or a calibration) in
 
 from __future__ import annotations
 
-import csv
-import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from int8_support import held_out_texts, needs_static, nli_sentences
 
 from sbert_qdrant import Normalize, Pooling, SentenceEncoder
 from sbert_qdrant.encoder import native, static_int8
 from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError, SbertQdrantError
-
-DATA = Path(__file__).parent / "data"
-STATIC = static_int8.static_int8_unsupported() is None
-needs_static = pytest.mark.skipif(
-    not STATIC, reason=f"static int8 falls back here: {static_int8.static_int8_unsupported()}"
-)
-
-
-def nli_sentences() -> list[str]:
-    """Calibration texts: the SNLI sample's premises and hypotheses (120 real sentences)."""
-    with (DATA / "nli_train_sample.tsv").open(encoding="utf-8") as f:
-        rows = list(csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
-    return [r["premise"] for r in rows] + [r["hypothesis"] for r in rows]
-
-
-def held_out_texts() -> list[str]:
-    """Texts not calibrated on: STS-B dev sentences (short) and SciFact abstracts (long)."""
-    with (DATA / "stsb_dev_sample.tsv").open(encoding="utf-8") as f:
-        short = [r["sentence1"] for r in csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)][:150]
-    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
-        docs = [json.loads(line) for line in f]
-    return short + [f"{d['title']} {d['text']}" for d in docs if d["kind"] == "doc"]
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    with pytest.MonkeyPatch.context() as patch:
-        folder = tmp_path_factory.mktemp("int8-cache")
-        patch.setenv("SBERT_QDRANT_CACHE", str(folder))
-        yield folder
-
-
-@pytest.fixture(scope="module")
-def static_encoder(cache: Path) -> SentenceEncoder:
-    return SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,6 +30,7 @@ _FLAGS = ("-O3", "-shared", "-fPIC", "-mavx512f", "-mavx512bw", "-mavx512vl", "-
 SPLIT_SIZE = 1 << 16
 _library: list[ctypes.CDLL | None] = []
 _pool: list[ThreadPoolExecutor] = []
+_once = threading.Lock()  # parallel encode streams may ask for the library or the pool first
 
 
 def native_unsupported() -> str | None:
@@ -68,26 +70,31 @@ def _build() -> Path:
 
 def native_library() -> ctypes.CDLL | None:
     """The loaded kernels, or None (reason logged once) where they cannot run; decided on first use."""
-    if not _library:
-        reason = native_unsupported()
-        library = None
-        if reason is None:
-            try:
-                library = ctypes.CDLL(str(_build()))
-            except (OSError, subprocess.CalledProcessError) as exc:
-                reason = f"they did not build: {str(getattr(exc, 'stderr', '') or exc).strip()[:500]}"
-        if library is None:
-            logger.warning("static int8 runs without its int8 kernels (PyTorch's attention and quantizer): %s.", reason)
-        else:
-            p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
-            library.sbq_int8_attention.restype = ctypes.c_int
-            library.sbq_int8_attention.argtypes = [p, p, p, i, p, i, i, i, i, f, f, p, f, p, i, i, i]
-            library.sbq_quantize_rows.restype = None
-            library.sbq_quantize_rows.argtypes = [p, i, i, p, f, p, i, i]
-            library.sbq_add_layer_norm.restype = None
-            library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
-        _library.append(library)
+    with _once:
+        if not _library:
+            _library.append(_load())
     return _library[0]
+
+
+def _load() -> ctypes.CDLL | None:
+    reason = native_unsupported()
+    library = None
+    if reason is None:
+        try:
+            library = ctypes.CDLL(str(_build()))
+        except (OSError, subprocess.CalledProcessError) as exc:
+            reason = f"they did not build: {str(getattr(exc, 'stderr', '') or exc).strip()[:500]}"
+    if library is None:
+        logger.warning("static int8 runs without its int8 kernels (PyTorch's attention and quantizer): %s.", reason)
+        return None
+    p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    library.sbq_int8_attention.restype = ctypes.c_int
+    library.sbq_int8_attention.argtypes = [p, p, p, i, p, i, i, i, i, f, f, p, f, p, i, i, i]
+    library.sbq_quantize_rows.restype = None
+    library.sbq_quantize_rows.argtypes = [p, i, i, p, f, p, i, i]
+    library.sbq_add_layer_norm.restype = None
+    library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
+    return library
 
 
 def split(run: Callable[[int, int], int | None], items: int, values: int) -> list[int | None]:
@@ -95,8 +102,9 @@ def split(run: Callable[[int, int], int | None], items: int, values: int) -> lis
     threads = torch.get_num_threads()
     if threads == 1 or items < 2 or values < SPLIT_SIZE:
         return [run(0, items)]
-    if not _pool:
-        _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="sbert-qdrant-int8"))
+    with _once:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="sbert-qdrant-int8"))
     bounds = [items * part // threads for part in range(threads + 1)]
     return list(_pool[0].map(run, bounds[:-1], bounds[1:]))
 
