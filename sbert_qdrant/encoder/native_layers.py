@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from .native import add_layer_norm, native_library, split
-from .static_int8 import Bf16Linear, StaticInt8Linear
+from .static_int8 import SHARED_INPUT, Bf16Linear, StaticInt8Linear
 
 #: q, k and v are stored as u8 = value / scale + 128 (symmetric), so the kernel can read them as s8 by flipping a bit.
 ZERO_POINT = 128
@@ -91,23 +91,26 @@ def install_int8_attention(model: nn.Module, output_reach: dict[str, float]) -> 
     swapped = 0
     for name, module in list(model.named_modules()):
         attention, output = getattr(module, "self", None), getattr(getattr(module, "output", None), "dense", None)
-        linears = [getattr(attention, part, None) for part in ("query", "key", "value")]
         config = getattr(attention, "config", None)
         heads = getattr(attention, "num_attention_heads", None)
-        names = [f"{name}.self.{part}" for part in ("query", "key", "value")]
-        if not (
-            all(isinstance(linear, StaticInt8Linear) for linear in [*linears, output])
-            and isinstance(heads, int)
-            and config is not None
-            and not getattr(config, "is_decoder", False)
-            and all(n in output_reach for n in names)
-            and linears[0].out_features % heads == 0  # type: ignore[union-attr]
-            and (linears[0].out_features // heads) % 16 == 0  # type: ignore[union-attr]
-            and linears[0].shares_quantization(*linears[1:])  # type: ignore[union-attr]
+        linears = [getattr(attention, part, None) for part in SHARED_INPUT]
+        names = [f"{name}.self.{part}" for part in SHARED_INPUT]
+        quantized = [linear for linear in linears if isinstance(linear, StaticInt8Linear)]
+        if (
+            len(quantized) != len(SHARED_INPUT)
+            or not isinstance(output, StaticInt8Linear)
+            or not isinstance(heads, int)
+            or config is None
+            or getattr(config, "is_decoder", False)
+            or not all(n in output_reach for n in names)
         ):
             continue
-        reach = tuple(output_reach[n] for n in names)
-        module.self = StaticInt8SelfAttention(*linears, heads, output, reach)  # type: ignore[arg-type, misc]
+        query, key, value = quantized
+        head_size, rest = divmod(query.out_features, heads)
+        if rest or head_size % 16 or not query.shares_quantization(key, value):  # the kernel's head sizes
+            continue
+        reach = (output_reach[names[0]], output_reach[names[1]], output_reach[names[2]])
+        module.self = StaticInt8SelfAttention(query, key, value, heads, output, reach)
         swapped += 1
     return swapped
 

@@ -368,13 +368,9 @@ def _shared_weight_reach(model: nn.Module, names: list[str]) -> dict[str, torch.
     for parent_name in {name.rpartition(".")[0] for name in names}:
         parent = model.get_submodule(parent_name)
         linears = [getattr(parent, child, None) for child in SHARED_INPUT]
-        if all(
-            isinstance(linear, nn.Linear) and f"{parent_name}.{c}" in names
-            for linear, c in zip(linears, SHARED_INPUT, strict=True)
-        ):
-            reach[parent_name] = torch.stack([linear.weight.detach().float().abs().amax(0) for linear in linears]).amax(
-                0
-            )  # type: ignore[union-attr]
+        weights = [linear.weight.detach().float() for linear in linears if isinstance(linear, nn.Linear)]
+        if len(weights) == len(SHARED_INPUT) and all(f"{parent_name}.{c}" in names for c in SHARED_INPUT):
+            reach[parent_name] = torch.stack([weight.abs().amax(0) for weight in weights]).amax(0)
     return reach
 
 
