@@ -4,7 +4,9 @@
 // dot products (native_layers.py holds the Python side):
 //   q, k, v: u8 [B, L, ld], head h in columns h*D..h*D+D, symmetric (value = scale * (u8 - 128));
 //   key_valid: u8 [B, L], 1 for a real token (padded keys get no attention; padded query rows are not computed);
-//   scores = (q . k) * qk_scale; softmax row-scaled to u8 (255 at the row's maximum) and renormalized by its sum;
+//   scores = (q . k) * qk_scale; softmax row-scaled to u8 (255 at the row's maximum) and renormalized by its sum,
+//   rounded with a dither (floor(p * 255 + d), d from a fixed 2-D low-discrepancy sequence over (row, key)) so
+//   the many small probabilities of a long row keep their mass on average instead of rounding to 0;
 //   out: u8 [B, L, out_ld] = clamp(round(context * out_mult[column] + out_offset)), the next Linear's quantization.
 //   Returns 0, or 1 for a head size it does not handle (not a multiple of 16, or over 256).
 // sbq_quantize_rows: activations to u8 for the next int8 GEMM; sbq_add_layer_norm: residual add + LayerNorm.
@@ -32,6 +34,9 @@ static inline __m512 exp512(__m512 x) {
 }
 
 #define R 4  // query rows per tile: 4 independent dot-product chains share each K and V load
+// The dither, a plastic-number sequence: d(row, key) = frac(key * 0.75487766 + row * 0.56984029) for row < 16,
+// reused for every 16 rows
+#define DITHER_ROWS 16
 
 extern "C" int sbq_int8_attention(
     const uint8_t* q, const uint8_t* k, const uint8_t* v, int64_t ld,
@@ -48,6 +53,12 @@ extern "C" int sbq_int8_attention(
     float* srow = (float*)aligned_alloc(64, R * Lp * 4 + 64);
     uint8_t* prow = (uint8_t*)aligned_alloc(64, R * Lp + 64);
     const __m512i ones = _mm512_set1_epi8(1);
+    float* dither = (float*)aligned_alloc(64, DITHER_ROWS * Lp * 4 + 64);
+    for (int64_t i = 0; i < DITHER_ROWS; ++i)
+        for (int64_t j = 0; j < Lp; ++j) {
+            double t = j * 0.7548776662466927 + i * 0.5698402909980532;
+            dither[i * Lp + j] = (float)(t - floor(t));
+        }
     const uint8_t zero_out = (uint8_t)fminf(255.f, fmaxf(0.f, nearbyintf(out_offset)));
     int64_t last_b = -1;
     for (int64_t bh = bh_start; bh < bh_end; ++bh) {
@@ -123,9 +134,13 @@ extern "C" int sbq_int8_attention(
             for (int r = 0; r < R; ++r) {
                 __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx[r]));
                 __m512i total = _mm512_setzero_si512();
+                const float* row_dither = dither + ((i0 + r) % DITHER_ROWS) * Lp;
                 for (int64_t jb = 0; jb < NB; ++jb) {
                     __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(srow + r * Lp + jb * 16), m));
-                    __m512i pi = _mm512_cvtps_epi32(_mm512_mul_ps(p, _mm512_set1_ps(255.f)));
+                    __m512 d = _mm512_load_ps(row_dither + jb * 16);
+                    __m512i pi = _mm512_cvt_roundps_epi32(
+                        _mm512_fmadd_ps(p, _mm512_set1_ps(255.f), d), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+                    pi = _mm512_min_epi32(pi, _mm512_set1_epi32(255));
                     total = _mm512_add_epi32(total, pi);
                     _mm_store_si128((__m128i*)(prow + r * Lp + jb * 16), _mm512_cvtepi32_epi8(pi));
                 }
@@ -153,7 +168,7 @@ extern "C" int sbq_int8_attention(
         // padded query rows: the zero point (no real token reads them)
         for (int64_t i = 0; i < L; ++i) if (!valid[i]) memset(ob + i * out_ld, zero_out, D);
     }
-    free(kp); free(vp); free(comp); free(okm); free(srow); free(prow);
+    free(kp); free(vp); free(comp); free(okm); free(srow); free(prow); free(dither);
     return 0;
 }
 
