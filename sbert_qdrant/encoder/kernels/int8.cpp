@@ -5,8 +5,8 @@
 //   q, k, v: u8 [B, L, ld], head h in columns h*D..h*D+D, symmetric (value = scale * (u8 - 128));
 //   key_valid: u8 [B, L], 1 for a real token (padded keys get no attention; padded query rows are not computed);
 //   scores = (q . k) * qk_scale; softmax row-scaled to u8 (255 at the row's maximum) and renormalized by its sum,
-//   rounded with a dither (floor(p * 255 + d), d from a fixed 2-D low-discrepancy sequence over (row, key)) so
-//   the many small probabilities of a long row keep their mass on average instead of rounding to 0;
+//   rounded to nearest except below 1, where a dither (floor(p * 255 + d), d from a fixed 2-D low-discrepancy
+//   sequence over (row, key)) lets the many small probabilities of a long row keep their mass instead of vanishing;
 //   out: u8 [B, L, out_ld] = clamp(round(context * out_mult[column] + out_offset)), the next Linear's quantization.
 //   Returns 0, or 1 for a head size it does not handle (not a multiple of 16, or over 256).
 // sbq_quantize_rows: activations to u8 for the next int8 GEMM; sbq_add_layer_norm: residual add + LayerNorm.
@@ -137,9 +137,10 @@ extern "C" int sbq_int8_attention(
                 const float* row_dither = dither + ((i0 + r) % DITHER_ROWS) * Lp;
                 for (int64_t jb = 0; jb < NB; ++jb) {
                     __m512 p = exp512(_mm512_sub_ps(_mm512_load_ps(srow + r * Lp + jb * 16), m));
-                    __m512 d = _mm512_load_ps(row_dither + jb * 16);
-                    __m512i pi = _mm512_cvt_roundps_epi32(
-                        _mm512_fmadd_ps(p, _mm512_set1_ps(255.f), d), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+                    __m512 x = _mm512_mul_ps(p, _mm512_set1_ps(255.f));
+                    __m512 d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1.f), _CMP_LT_OQ),
+                                                    _mm512_set1_ps(0.5f), _mm512_load_ps(row_dither + jb * 16));
+                    __m512i pi = _mm512_cvt_roundps_epi32(_mm512_add_ps(x, d), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
                     pi = _mm512_min_epi32(pi, _mm512_set1_epi32(255));
                     total = _mm512_add_epi32(total, pi);
                     _mm_store_si128((__m128i*)(prow + r * Lp + jb * 16), _mm512_cvtepi32_epi8(pi));
