@@ -114,8 +114,9 @@ def test_kernel_tracks_pytorch_attention(head_size: int, threads: int) -> None:
 
 @needs_kernel
 def test_long_rows_lose_no_more_than_the_outputs_own_rounding() -> None:
-    """Over 256 keys many small probabilities carry the context: the 8-bit softmax, its small weights dithered, adds little to the error
-    of rounding the exact context to u8 (about 5 %; rounded to nearest, the small ones vanish and add about 20 %)."""
+    """Over 256 keys many small probabilities carry the context: the 8-bit softmax, its small weights dithered, adds
+    little to the error of rounding the exact context to u8 (about 5 %; rounded to nearest, the small ones vanish and
+    add about 20 %)."""
     torch.manual_seed(0)  # the output projection's weights
     module, case = attention_case(32, [256, 180, 256])
     x, mask, output = case["x"], case["mask"], case["output"]
