@@ -140,7 +140,8 @@ extern "C" int sbq_int8_attention(
                     __m512 x = _mm512_mul_ps(p, _mm512_set1_ps(255.f));
                     __m512 d = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(1.f), _CMP_LT_OQ),
                                                     _mm512_set1_ps(0.5f), _mm512_load_ps(row_dither + jb * 16));
-                    __m512i pi = _mm512_cvt_roundps_epi32(_mm512_add_ps(x, d), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+                    __m512i pi = _mm512_cvt_roundps_epi32(
+                        _mm512_add_ps(x, d), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
                     pi = _mm512_min_epi32(pi, _mm512_set1_epi32(255));
                     total = _mm512_add_epi32(total, pi);
                     _mm_store_si128((__m128i*)(prow + r * Lp + jb * 16), _mm512_cvtepi32_epi8(pi));
