@@ -17,6 +17,13 @@ from .static_int8 import SHARED_INPUT, Bf16Linear, StaticInt8Linear
 
 #: q, k and v are stored as u8 = value / scale + 128 (symmetric), so the kernel can read them as s8 by flipping a bit.
 ZERO_POINT = 128
+#: The head sizes the kernel runs: multiples of 16 up to 256 (``sbq_int8_attention`` refuses others).
+HEAD_SIZES = "a multiple of 16 up to 256"
+
+
+def kernel_head_size(head_size: int) -> bool:
+    """Whether the kernel runs heads of ``head_size`` columns (:data:`HEAD_SIZES`)."""
+    return head_size % 16 == 0 and 0 < head_size <= 256
 
 
 def key_validity(attention_mask: torch.Tensor | None, batch: int, length: int) -> torch.Tensor:
@@ -78,7 +85,7 @@ class StaticInt8SelfAttention(nn.Module):
             )  # fmt: skip
 
         if any(split(run, batch * self.heads, out.numel())):
-            raise ValueError(f"int8 attention cannot run head size {self.head_size} (a multiple of 16 up to 256)")
+            raise ValueError(f"int8 attention cannot run head size {self.head_size} ({HEAD_SIZES})")
         return out.view(batch, length, -1), None
 
 
@@ -107,7 +114,7 @@ def install_int8_attention(model: nn.Module, output_reach: dict[str, float]) -> 
             continue
         query, key, value = quantized
         head_size, rest = divmod(query.out_features, heads)
-        if rest or head_size % 16 or not query.shares_quantization(key, value):  # the kernel's head sizes
+        if rest or not kernel_head_size(head_size) or not query.shares_quantization(key, value):
             continue
         reach = (output_reach[names[0]], output_reach[names[1]], output_reach[names[2]])
         module.self = StaticInt8SelfAttention(query, key, value, heads, output, reach)
