@@ -1,8 +1,8 @@
 """The map in the repo: which layer each module belongs to, and which layers it may import.
 
-DESIGN.md ("Layers") draws the package as layers through which data flows down, never up. This test reads every
-module with ``ast`` (imports inside functions and ``if TYPE_CHECKING:`` blocks included) and fails on an import
-against the rules below, and on a module the table does not place, so the table stays a complete map.
+docs/architecture.md ("Layers") draws the package as layers through which data flows down, never up. This test
+reads every module with ``ast`` (imports inside functions and ``if TYPE_CHECKING:`` blocks included) and fails on an
+import against the rules below, and on a module the table does not place, so the table stays a complete map.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_layers_import_only_downwards() -> None:
-    """Each layer imports only the layers MAY_IMPORT allows it (see DESIGN.md, "Layers")."""
+    """Each layer imports only the layers MAY_IMPORT allows it (see docs/architecture.md, "Layers")."""
     violations = []
     for module, path in MODULES.items():
         layer = layer_of(module)
