@@ -1,9 +1,10 @@
 """Int8 self-attention of static int8 encoders (``int8/native_layers.py``, its kernel in ``int8/kernels/int8.cpp``
-loaded by ``int8/native.py``): the kernel, run through :class:`StaticInt8SelfAttention` with real static int8 Linears, against
-PyTorch's fp32 attention on the same dequantized q/k/v (head sizes 32 and 64, padded batches, split over threads);
-``key_validity`` for every mask form transformers passes; and with the real default model: attention installed where
-the kernel runs, calibrations carrying ``output_reach``, PyTorch's attention (saying why) where the kernel cannot
-run or the calibration predates ``output_reach``, and padded, single and threaded batches tracking fp32."""
+loaded by ``int8/native.py``): the kernel, run through :class:`StaticInt8SelfAttention` with real static int8
+Linears, against PyTorch's fp32 attention on the same dequantized q/k/v (head sizes 32 and 64, padded batches, split
+over threads); ``key_validity`` for every mask form transformers passes; and with the real default model: attention
+installed where the kernel runs, activation ranges carrying ``output_reach``, PyTorch's attention (saying why) where
+the kernels are switched off or the ranges predate ``output_reach``, and padded, single and threaded batches tracking
+fp32."""
 
 from __future__ import annotations
 
@@ -150,7 +151,8 @@ def test_padded_positions_get_no_attention() -> None:
 @needs_kernel
 def test_a_head_size_the_kernel_cannot_run_is_refused() -> None:
     module, case = attention_case(32, [12, 5])
-    odd = StaticInt8SelfAttention(module.library, module.query, module.key, module.value, 16, case["output"], case["reach"])
+    parts = (module.query, module.key, module.value)
+    odd = StaticInt8SelfAttention(module.library, *parts, 16, case["output"], case["reach"])
     with pytest.raises(ValueError, match="head size 8"), torch.inference_mode():  # 16 heads of 8 columns
         odd(case["x"], case["mask"])
 
