@@ -84,9 +84,7 @@ def test_a_failed_build_is_remembered_until_retried(tmp_path: Path, monkeypatch:
     assert not list(folder.glob("*.so")) and not list(folder.glob("*.partial"))
 
 
-def test_a_build_past_its_time_limit_is_stopped_and_remembered(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_build_past_its_time_limit_is_stopped_and_remembered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     slow = fake_compiler(tmp_path, "slow-c++", "exec sleep 30")
     monkeypatch.setenv("CXX", slow)
     monkeypatch.setattr(build, "BUILD_TIMEOUT", 0.5)
