@@ -60,6 +60,19 @@ def test_a_cached_library_loads_without_a_compiler(tmp_path: Path, monkeypatch: 
         assert native.native_library() is not None
 
 
+@needs_compiler
+def test_a_folder_it_cannot_write_serves_a_library_another_compiler_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "kernels"
+    built = build.build_library(folder)
+    newer = fake_compiler(tmp_path, "newer-c++", "exit 1", version="c++ 99.0 (not the one that built it)")
+    monkeypatch.setenv("CXX", newer)
+    build.library_path(folder, newer).with_suffix(".lock").mkdir()  # the lock cannot be opened, even by root
+    assert build.build_library(folder) == built
+    assert calls(newer) == 0
+
+
 def test_without_a_compiler_or_a_cached_library_the_build_names_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,18 +75,31 @@ def cached_library(folder: Path) -> Path | None:
 
 def build_library(folder: Path, retry_failed: bool = False) -> Path:
     """The kernels' library in ``folder``: the one this compiler built, built now if missing (one process at a time),
-    or, with no compiler, one built earlier. Raises UnsupportedError (naming the reason and fix) where it cannot;
-    a failed build is not tried again unless ``retry_failed``."""
+    or, with no compiler or a folder it cannot write (a read-only image), one built earlier. Raises UnsupportedError
+    (naming the reason and fix) where it cannot; a failed build is not tried again unless ``retry_failed``."""
     cxx = compiler()
+    cached = cached_library(folder) if folder.is_dir() else None
     if cxx is None:
-        cached = cached_library(folder) if folder.is_dir() else None
         if cached is not None:
             return cached
         raise UnsupportedError(f"the int8 kernels need building and no C++ compiler was found; {_FIX}.")
     library = library_path(folder, cxx)
     if library.is_file():
         return library
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        return _build_once(cxx, library, retry_failed)
+    except OSError as exc:
+        if cached is not None:
+            return cached
+        raise UnsupportedError(
+            f"the int8 kernels cannot be built into {folder}: {exc}; make it writable or point "
+            "SBERT_QDRANT_CACHE elsewhere."
+        ) from exc
+
+
+def _build_once(cxx: str, library: Path, retry_failed: bool) -> Path:
+    """Build ``library`` with ``cxx`` unless another process did, or an earlier build failed."""
+    library.parent.mkdir(parents=True, exist_ok=True)
     failed = library.with_suffix(".failed")
     with _locked(library.with_suffix(".lock")):
         if library.is_file():  # built by another process while this one waited
