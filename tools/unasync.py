@@ -32,7 +32,7 @@ RULES = [
     (r"\bAwaitable\[(\w+)\]", r"\1"),
     (r"\bAsyncTextCollection\b", "TextCollection"),
     (r"\bAsyncDocuments\b", "Documents"),
-    (r"\b_AsyncHost\b", "_Host"),
+    (r"\bAsyncCollectionContext\b", "CollectionContext"),
     (r"\bAsyncClientStore\b", "ClientStore"),
     (r"\bAsyncVectorStore\b", "VectorStore"),
     (r"\bAsyncQdrantClient\b", "QdrantClient"),
