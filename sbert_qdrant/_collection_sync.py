@@ -9,59 +9,29 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from functools import partial
 from typing import Any, Literal
 
 from qdrant_client import QdrantClient, models
 
-from ._bulk_sync import resume_and_optimize, write
-from ._context_sync import CollectionContext, plan_points
+from ._bulk_sync import resume_and_optimize
+from ._context_sync import CollectionContext
 from ._documents_sync import Documents
-from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
+from ._duplicates import DuplicatePair
 from ._filters import engine_filter
-from ._pipeline_sync import Step
 from ._reembed_sync import point_alias, reembed_into
 from ._runtime_sync import run_blocking
-from ._schema import (
-    KINDS,
-    CollectionSettings,
-    Kind,
-    OnConflict,
-    stored_threshold,
-    with_calibration,
-)
-from ._search import (
-    SearchMode,
-    SearchPlan,
-    check_queries,
-    engine_searches,
-    hits,
-    payload_selector,
-    rerank_depth,
-    reranked,
-    search_plan,
-)
-from ._vectors import show_progress
-from .dedup import Calibration, best_f1_threshold
-from .documents import DocumentHit, Scoring, StoredDocument, chunks_only, first_chunks_only, is_chunk, texts_only
+from ._schema import KINDS, CollectionSettings, Kind, OnConflict
+from ._search import SearchMode, rerank_depth, reranked, search_plan
+from ._texts_sync import Texts
+from .dedup import Calibration
+from .documents import DocumentHit, Scoring, StoredDocument, chunks_only, first_chunks_only
 from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
-from .records import (
-    CheckedRecord,
-    Hit,
-    Key,
-    StoredText,
-    UpsertResult,
-    check_ids,
-    checked_batches,
-    point_id,
-    split_payload,
-    text_point,
-)
+from .records import Hit, Key, StoredText, UpsertResult
 from .settings import Settings
 from .store import RetryPolicy
-from .store.base import Distance, Fusion, Quantization, StoredRecord
+from .store.base import Distance, Fusion, Quantization
 from .store.factory import open_store
 from .store.protocol_sync import VectorStore
 
@@ -130,6 +100,7 @@ class TextCollection:
         )
         opened = open_store(location, url, api_key, client, settings, retry, store)
         self._ctx = CollectionContext(config, opened, recreate)
+        self._texts = Texts(self._ctx)
         self._documents = Documents(self._ctx)
 
     @property
@@ -212,15 +183,8 @@ class TextCollection:
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        config = self._ctx.config
-        batch = config.check_write(batch_size, on_conflict, self._ctx.store.upsert_batch)
-        shape = config.given_vectors(vectors_from, vectors)
-        return write(
-            self._ctx,
-            checked_batches(texts, ids, payloads, batch, vectors, shape),
-            partial(_plan_texts, self._ctx, on_conflict=on_conflict, wait=wait and not bulk),
-            bulk=bulk,
-            show_progress=show_progress(config, show_progress_bar),
+        return self._texts.upsert(
+            texts, ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
 
     def reembed(
@@ -254,20 +218,7 @@ class TextCollection:
     ) -> None:
         """Delete texts by id (as ``upsert_texts`` returned them; unknown ones are ignored) or by a filter; a
         document's chunks are never touched (``delete_documents`` deletes documents)."""
-        self._ctx.config.require_writable()
-        if (ids is None) == (query_filter is None):
-            raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
-        points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)] if ids is not None else []
-        selected = engine_filter(query_filter) if ids is None else None
-        self._ctx.ensure(create=False)
-        if ids is not None and not points:
-            return
-        if ids is not None and not self._ctx.documents:
-            self._ctx.store.delete(self.collection_name, [str(p) for p in points], None, wait)
-            return
-        if ids is not None:
-            selected = models.Filter(must=[models.HasIdCondition(has_id=points)])
-        self._ctx.store.delete(self.collection_name, None, texts_only(selected), wait)
+        self._texts.delete(ids, query_filter, wait)
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
@@ -283,11 +234,7 @@ class TextCollection:
 
     def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
         """Stored texts by id, in the order asked; unknown ids (and documents' ids) are left out."""
-        point_ids = [point_id(key) for key in check_ids(ids)]
-        self._ctx.ensure(create=False)
-        config = self._ctx.config
-        found = self._ctx.store.retrieve(self.collection_name, config.vector_name, point_ids, with_vectors)
-        return _stored_texts(point_ids, found, config.text_field)
+        return self._texts.get(ids, with_vectors)
 
     def search_text(
         self,
@@ -355,36 +302,10 @@ class TextCollection:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         depth = rerank_depth(rerank, rerank_candidates, limit)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
-        found = self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
+        found = self._texts.search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is None or not found:
             return found
         return run_blocking(reranked, self._ctx.config, list(queries), found, rerank, limit)
-
-    def _search(
-        self,
-        queries: Sequence[str],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: bool,
-        plan: SearchPlan,
-        rerank: CrossEncoder | None = None,
-    ) -> list[list[Hit]]:
-        config = self._ctx.config
-        texts, selected = check_queries(config, queries, limit, query_filter, score_threshold, plan)
-        self._ctx.ensure(create=False)
-        if not texts:
-            return []
-        searches = run_blocking(engine_searches, config, self._ctx.bm25, texts, plan)
-        found = self._ctx.store.query(
-            self.collection_name,
-            searches,
-            limit,
-            self._ctx.texts_only(selected),
-            score_threshold,
-            payload_selector(config, with_payload, rerank),
-        )
-        return [hits(config, rows) for rows in found]
 
     # -- documents -------------------------------------------------------------------------------------------------
 
@@ -486,12 +407,6 @@ class TextCollection:
 
     # -- duplicates ------------------------------------------------------------------------------------------------
 
-    def _threshold(self, threshold: float | None) -> float:
-        if threshold is not None:
-            return threshold
-        self._ctx.ensure(create=False)
-        return stored_threshold(self._ctx.store.metadata(self.collection_name))
-
     def find_duplicates(
         self, text_or_texts: str | Sequence[str], threshold: float | None = None, limit: int = 10
     ) -> list[Hit] | list[list[Hit]]:
@@ -500,53 +415,16 @@ class TextCollection:
         The record stored from the very same text (without an id of its own) is not its own duplicate.
         """
         texts: list[str] = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
-        cut = self._threshold(threshold)
-        found = self._search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
-        results = without_self(texts, found, limit)
+        results = self._texts.find_duplicates(texts, threshold, limit)
         return results[0] if isinstance(text_or_texts, str) else results
 
     def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
         """Best-F1 cosine threshold on (text, text, is_duplicate) pairs, stored with the collection."""
-        left, right, labels = split_pairs(labelled_pairs)
-        scores = run_blocking(pair_scores, self._ctx.config, left, right)
-        calibration = best_f1_threshold(scores, labels)
-        self._ctx.ensure(create=True)
-        current = self._ctx.store.metadata(self.collection_name)
-        self._ctx.store.update_metadata(self.collection_name, with_calibration(current, calibration))
-        return calibration
+        return self._texts.calibrate_threshold(labelled_pairs)
 
     def mine_duplicates(
         self, threshold: float | None = None, top_k: int = 5, limit: int | None = None, block_size: int = 2048
     ) -> list[DuplicatePair]:
         """The most similar pairs of stored texts (paraphrase mining), best first, each text's ``top_k`` best;
         ``block_size`` texts are compared with all at a time (memory: ``block_size`` x texts scores)."""
-        cut = self._threshold(threshold)
-        records: list[StoredRecord] = []
-        config = self._ctx.config
-        for page in self._ctx.store.scroll(
-            self.collection_name, config.vector_name, True, 1024, self._ctx.texts_only(None)
-        ):
-            records.extend(page)
-        return run_blocking(most_similar_pairs, config, records, cut, top_k, limit, block_size)
-
-
-def _plan_texts(
-    context: CollectionContext,
-    batch: tuple[list[CheckedRecord], list[CheckedRecord]],
-    on_conflict: OnConflict,
-    wait: bool,
-) -> Step:
-    every, keep = batch
-    return plan_points(context, [r.id for r in every], [text_point(r) for r in keep], on_conflict, wait)
-
-
-def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:
-    """The texts found, in the order asked (by point id); missing ones and documents' chunks left out."""
-    by_id = {r.id: r for r in found if not is_chunk(r.payload or {})}
-    out = []
-    for point in dict.fromkeys(order):
-        record = by_id.get(point)
-        if record is not None:
-            key, text, fields = split_payload(point, record.payload, text_field)
-            out.append(StoredText(key, text, fields, record.vector, point))
-    return out
+        return self._texts.mine_duplicates(threshold, top_k, limit, block_size)

@@ -1,25 +1,17 @@
 """What every part of a collection works with: its checked settings, its engine, and what it learned of the stored
-collection (checked, or created on the first write, once); and the write of text points that texts and re-embedding
-share.
+collection (checked, or created on the first write, once).
 
 Written once, for asyncio; ``tools/unasync.py`` derives ``_context_sync.py``.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
-import numpy as np
 from qdrant_client import models
 
-from ._pipeline_async import Step
 from ._runtime_async import Lock
-from ._schema import CollectionSettings, OnConflict, holds_documents, with_documents
-from ._vectors import point_vectors
+from ._schema import CollectionSettings, holds_documents, with_documents
 from .documents import texts_only
 from .encoder import Bm25
-from .records import Key, PreparedPoint
-from .store.base import PointVectors
 from .store.protocol_async import AsyncVectorStore
 
 
@@ -81,37 +73,3 @@ class AsyncCollectionContext:
     def texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
         """The filter of a text read: chunks left out when the collection holds documents."""
         return texts_only(query_filter) if self.documents else query_filter
-
-
-async def plan_points(
-    context: AsyncCollectionContext, ids: list[Key], points: list[PreparedPoint], on_conflict: OnConflict, wait: bool
-) -> Step:
-    """The write of a batch of text points: ``ids`` of every record in it, ``points`` those to write unless already
-    stored (``on_conflict="skip"``)."""
-    if on_conflict == "skip" and points:
-        stored = await context.store.existing_ids(context.name, [p.point_id for p in points])
-        todo = [p for p in points if p.point_id not in stored]
-    else:
-        todo = points
-    writing = {p.point_id for p in todo}
-    return Step(
-        ids=ids,
-        writes=[p.id for p in todo],
-        stored=[p.id for p in points if p.point_id not in writing],
-        encode=partial(point_vectors, context.config, context.bm25, [p.text for p in todo], _given(todo)),
-        write=partial(_write_points, context, todo, wait) if todo else None,
-    )
-
-
-async def _write_points(
-    context: AsyncCollectionContext, points: list[PreparedPoint], wait: bool, vectors: PointVectors | None
-) -> None:
-    if vectors is not None:
-        ids, payloads = [p.point_id for p in points], [p.payload for p in points]
-        await context.store.upsert(context.name, ids, vectors, payloads, wait)
-
-
-def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
-    """The points' vectors when they were encoded elsewhere (all or none were: ``records.checked_batches``)."""
-    given = [p.vector for p in points if p.vector is not None]
-    return given if given else None

@@ -9,9 +9,10 @@ from __future__ import annotations
 from functools import partial
 
 from ._bulk_async import write
-from ._context_async import AsyncCollectionContext, plan_points
+from ._context_async import AsyncCollectionContext
 from ._pipeline_async import Step
 from ._schema import _NAME, CollectionSettings, OnConflict
+from ._texts_async import plan_points
 from ._vectors import show_progress
 from .documents import encoded_text
 from .encoder.protocol import TextEncoder

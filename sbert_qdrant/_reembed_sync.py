@@ -11,9 +11,10 @@ from __future__ import annotations
 from functools import partial
 
 from ._bulk_sync import write
-from ._context_sync import CollectionContext, plan_points
+from ._context_sync import CollectionContext
 from ._pipeline_sync import Step
 from ._schema import _NAME, CollectionSettings, OnConflict
+from ._texts_sync import plan_points
 from ._vectors import show_progress
 from .documents import encoded_text
 from .encoder.protocol import TextEncoder

@@ -32,6 +32,7 @@ RULES = [
     (r"\bAwaitable\[(\w+)\]", r"\1"),
     (r"\bAsyncTextCollection\b", "TextCollection"),
     (r"\bAsyncDocuments\b", "Documents"),
+    (r"\bAsyncTexts\b", "Texts"),
     (r"\bAsyncCollectionContext\b", "CollectionContext"),
     (r"\bAsyncClientStore\b", "ClientStore"),
     (r"\bAsyncVectorStore\b", "VectorStore"),
