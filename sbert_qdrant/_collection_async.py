@@ -21,10 +21,7 @@ from ._pipeline_async import Pipeline, Step
 from ._runtime_async import Lock, run_blocking
 from ._schema import (
     _NAME,
-    KINDS,
     CollectionSettings,
-    Kind,
-    OnConflict,
     holds_documents,
     paused_indexing,
     stored_threshold,
@@ -33,7 +30,6 @@ from ._schema import (
     with_paused_indexing,
 )
 from ._search import (
-    SearchMode,
     SearchPlan,
     check_queries,
     engine_searches,
@@ -46,9 +42,9 @@ from ._search import (
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
 from .documents import chunks_only, encoded_text, first_chunks_only, is_chunk, texts_only
-from .encoder import Bm25, CrossEncoder, SentenceEncoder
-from .encoder.protocol import TextEncoder
+from .encoder import Bm25, CrossEncoder, load_encoder
 from .errors import InvalidArgumentError
+from .protocols import TextEncoder
 from .records import (
     CheckedRecord,
     Hit,
@@ -64,9 +60,10 @@ from .records import (
 )
 from .settings import Settings
 from .store import RetryPolicy
-from .store.base import Distance, Fusion, PointVectors, Quantization, StoredRecord
+from .store.base import PointVectors, StoredRecord
 from .store.factory import open_async_store
 from .store.protocol_async import AsyncVectorStore
+from .types import COUNT_KINDS, CountKind, Distance, Fusion, OnConflict, Quantization, SearchMode
 
 __all__ = ["AsyncTextCollection", "DuplicatePair"]
 
@@ -85,7 +82,7 @@ class AsyncTextCollection(AsyncDocuments):
     texts only, document calls documents only. A collection another tool wrote is read and searched as it is with
     its vector's name and its text's payload field, e.g. langchain-qdrant's ``vector_name="", text_field=
     "page_content"`` (read-only: writes are refused). ``encoder`` may be any object with what a collection uses
-    (``sbert_qdrant.encoder.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
+    (``sbert_qdrant.protocols.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
     """
 
     def __init__(
@@ -117,7 +114,7 @@ class AsyncTextCollection(AsyncDocuments):
         settings = settings or Settings()
         self._config = CollectionSettings.checked(
             collection_name,
-            encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),
+            encoder or load_encoder(settings),
             sparse=sparse,
             vector_name=vector_name,
             distance=distance,
@@ -419,11 +416,11 @@ class AsyncTextCollection(AsyncDocuments):
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    async def count(self, query_filter: models.Filter | None = None, *, kind: Kind = "texts") -> int:
+    async def count(self, query_filter: models.Filter | None = None, *, kind: CountKind = "texts") -> int:
         """Stored texts, all or those matching the filter; ``kind="documents"`` counts documents instead, and
         ``kind="chunks"`` the chunks of documents."""
-        if kind not in KINDS:
-            raise InvalidArgumentError(f"kind={kind!r} must be one of {KINDS}.")
+        if kind not in COUNT_KINDS:
+            raise InvalidArgumentError(f"kind={kind!r} must be one of {COUNT_KINDS}.")
         selected = engine_filter(query_filter)
         await self._ensure(create=False)
         only = {"texts": self._texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)

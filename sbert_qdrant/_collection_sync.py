@@ -23,10 +23,7 @@ from ._pipeline_sync import Pipeline, Step
 from ._runtime_sync import Lock, run_blocking
 from ._schema import (
     _NAME,
-    KINDS,
     CollectionSettings,
-    Kind,
-    OnConflict,
     holds_documents,
     paused_indexing,
     stored_threshold,
@@ -35,7 +32,6 @@ from ._schema import (
     with_paused_indexing,
 )
 from ._search import (
-    SearchMode,
     SearchPlan,
     check_queries,
     engine_searches,
@@ -48,9 +44,9 @@ from ._search import (
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
 from .documents import chunks_only, encoded_text, first_chunks_only, is_chunk, texts_only
-from .encoder import Bm25, CrossEncoder, SentenceEncoder
-from .encoder.protocol import TextEncoder
+from .encoder import Bm25, CrossEncoder, load_encoder
 from .errors import InvalidArgumentError
+from .protocols import TextEncoder
 from .records import (
     CheckedRecord,
     Hit,
@@ -66,9 +62,10 @@ from .records import (
 )
 from .settings import Settings
 from .store import RetryPolicy
-from .store.base import Distance, Fusion, PointVectors, Quantization, StoredRecord
+from .store.base import PointVectors, StoredRecord
 from .store.factory import open_store
 from .store.protocol_sync import VectorStore
+from .types import COUNT_KINDS, CountKind, Distance, Fusion, OnConflict, Quantization, SearchMode
 
 __all__ = ["DuplicatePair", "TextCollection"]
 
@@ -87,7 +84,7 @@ class TextCollection(Documents):
     texts only, document calls documents only. A collection another tool wrote is read and searched as it is with
     its vector's name and its text's payload field, e.g. langchain-qdrant's ``vector_name="", text_field=
     "page_content"`` (read-only: writes are refused). ``encoder`` may be any object with what a collection uses
-    (``sbert_qdrant.encoder.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
+    (``sbert_qdrant.protocols.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
     """
 
     def __init__(
@@ -119,7 +116,7 @@ class TextCollection(Documents):
         settings = settings or Settings()
         self._config = CollectionSettings.checked(
             collection_name,
-            encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),
+            encoder or load_encoder(settings),
             sparse=sparse,
             vector_name=vector_name,
             distance=distance,
@@ -419,11 +416,11 @@ class TextCollection(Documents):
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def count(self, query_filter: models.Filter | None = None, *, kind: Kind = "texts") -> int:
+    def count(self, query_filter: models.Filter | None = None, *, kind: CountKind = "texts") -> int:
         """Stored texts, all or those matching the filter; ``kind="documents"`` counts documents instead, and
         ``kind="chunks"`` the chunks of documents."""
-        if kind not in KINDS:
-            raise InvalidArgumentError(f"kind={kind!r} must be one of {KINDS}.")
+        if kind not in COUNT_KINDS:
+            raise InvalidArgumentError(f"kind={kind!r} must be one of {COUNT_KINDS}.")
         selected = engine_filter(query_filter)
         self._ensure(create=False)
         only = {"texts": self._texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)

@@ -14,23 +14,14 @@ from qdrant_client import models
 
 from ._pipeline_async import Pipeline, Step
 from ._runtime_async import run_blocking
-from ._schema import CollectionSettings, OnConflict
-from ._search import (
-    SearchMode,
-    check_queries,
-    engine_searches,
-    rerank_depth,
-    reranked_documents,
-    search_plan,
-    tie_ordered,
-)
+from ._schema import CollectionSettings
+from ._search import check_queries, engine_searches, rerank_depth, reranked_documents, search_plan, tie_ordered
 from ._vectors import point_vectors, show_progress
 from .documents import (
     GROUP_BY,
     Chunking,
     DocumentHit,
     PreparedDocument,
-    Scoring,
     StoredDocument,
     chunk_index,
     chunk_point_id,
@@ -44,8 +35,9 @@ from .documents import (
 from .encoder import Bm25, CrossEncoder
 from .errors import InvalidArgumentError
 from .records import DOCUMENT_KEY, CheckedRecord, Key, PreparedPoint, UpsertResult, check_id, check_ids, checked_batches
-from .store.base import Fusion, PointVectors
+from .store.base import PointVectors
 from .store.protocol_async import AsyncVectorStore
+from .types import Fusion, OnConflict, Scoring, SearchMode
 
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-#: Numeric precisions of the encoders ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
-Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+from .types import Precision
 
 
 def redact_url(url: str) -> str:

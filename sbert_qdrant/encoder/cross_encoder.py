@@ -14,10 +14,10 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, InvalidInputError
+from ..types import Activation, Precision
 from .base import Features
 from .cross_loading import (
     ACTIVATION_PATHS,
-    Activation,
     default_activation,
     new_classifier,
     read_cross_encoder,
@@ -27,7 +27,7 @@ from .cross_loading import (
 from .encoder import _checked_texts
 from .identity import weights_digest
 from .loading import resolve_model_folder
-from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
 from .static_int8 import checked_calibration, static_calibration
 from .transformer import Transformer
 

@@ -7,7 +7,6 @@ import re
 import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import get_args
 
 import numpy as np
 import torch
@@ -15,12 +14,11 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError
-from ..settings import Precision
+from ..types import PRECISIONS
 from .static_int8 import Calibration, StaticInt8Linear, quantize_static_int8
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS: tuple[str, ...] = get_args(Precision)
 _HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: At most this many batches run at once on a CPU (see ``run_batches``).
 MAX_CPU_STREAMS = 4

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError, UnsupportedError
-from ...records import TEXT_KEY
+from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
+from ...records import TEXT_KEY, check_writable
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
-    from ...encoder.protocol import TextEncoder
+    from ...protocols import TextEncoder
 
 #: mcp-server-qdrant's payload field of the stored text.
 ANCHOR_TEXT_FIELD = "document"
@@ -80,10 +80,9 @@ class Backend:
         self._encoder.start()
 
     def _load_encoder(self) -> TextEncoder:
-        from ...encoder import SentenceEncoder
+        from ...encoder import load_encoder
 
-        settings = self.settings
-        return SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision)
+        return load_encoder(self.settings)
 
     def _load_cross_encoder(self) -> CrossEncoder:
         from ...encoder import CrossEncoder
@@ -98,7 +97,7 @@ class Backend:
 
     async def check_length(self, text: str, what: str, fix: str) -> None:
         """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
-        from ...encoder.protocol import DocumentEncoder
+        from ...protocols import DocumentEncoder
 
         encoder = await self._encoder.get()
         if isinstance(encoder, DocumentEncoder):
@@ -156,11 +155,8 @@ class Backend:
                 self._collections[name] = opened
                 if text_field != TEXT_KEY:
                     self._foreign[name] = text_field
-        if write and name in self._foreign:
-            raise UnsupportedError(
-                f"collection {name!r} is one another tool wrote (its text under {self._foreign[name]!r}), read-only "
-                "here; write to a collection of sbert-qdrant's own (another collection_name)."
-            )
+        if write:
+            check_writable(name, self._foreign.get(name, TEXT_KEY))
         if existing and not await opened.exists():
             listing = "" if self.settings.collection_name else ", qdrant-list-collections lists the existing ones"
             raise CollectionNotFoundError(f"collection {name!r} does not exist; qdrant-store creates it{listing}.")
