@@ -67,8 +67,8 @@ class Backend:
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
-        #: Collections opened in another tool's layout, with their text field.
-        self._foreign: dict[str, str] = {}
+        #: The payload field of each open collection's text (another tool's: read-only).
+        self._text_fields: dict[str, str] = {}
         self._opening = asyncio.Lock()
 
     @property
@@ -153,10 +153,9 @@ class Backend:
                     name, encoder, vector_name=vector_name, text_field=text_field, settings=self.settings, **engine
                 )
                 self._collections[name] = opened
-                if text_field != TEXT_KEY:
-                    self._foreign[name] = text_field
+                self._text_fields[name] = text_field
         if write:
-            check_writable(name, self._foreign.get(name, TEXT_KEY))
+            check_writable(name, self._text_fields[name])
         if existing and not await opened.exists():
             listing = "" if self.settings.collection_name else ", qdrant-list-collections lists the existing ones"
             raise CollectionNotFoundError(f"collection {name!r} does not exist; qdrant-store creates it{listing}.")
@@ -181,6 +180,7 @@ class Backend:
         for collection in self._collections.values():
             await collection.close()
         self._collections.clear()
+        self._text_fields.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None
