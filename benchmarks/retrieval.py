@@ -41,8 +41,8 @@ from _data import cpu_summary, exact_duplicate_rankings, mrr_at_10, read_quora_d
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.documents import DOCUMENT_KEY, chunk_point_id  # to read chunk vectors back for the exact anchor
-from sbert_qdrant.encoder.runtime import PRECISIONS
 from sbert_qdrant.store import EdgeStore, StoredRecord
+from sbert_qdrant.types import PRECISIONS
 
 #: label -> (mode, fusion) of ``search_text``.
 MODES: dict[str, tuple[Literal["dense", "sparse", "hybrid"], Literal["rrf", "dbsf"]]] = {

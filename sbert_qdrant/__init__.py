@@ -1,77 +1,30 @@
-"""sbert-qdrant: Sentence-BERT encoders and Qdrant text collections."""
+"""sbert-qdrant: Sentence-BERT encoders and Qdrant text collections.
+
+The public names are listed once, in ``__init__.pyi``: type checkers read them there, and this module reads that
+file to import each name on first use (PEP 562), so that ``import sbert_qdrant`` (and a CLI verb or an MCP server
+that has not yet touched a model) starts without loading torch, transformers and qdrant-client.
+"""
 
 from __future__ import annotations
 
+import ast as _ast
 import importlib as _importlib
-import typing as _typing
 from importlib import metadata as _metadata
+from pathlib import Path as _Path
 
-from .errors import (
-    CollectionMismatchError,
-    CollectionNotFoundError,
-    DataFormatError,
-    InvalidArgumentError,
-    InvalidInputError,
-    ModelLoadError,
-    ModelNotFoundError,
-    PartialWriteError,
-    SbertQdrantError,
-    StoreError,
-    StoreInUseError,
-    StoreUnavailableError,
-    UnsupportedError,
-)
 
-if _typing.TYPE_CHECKING:
-    from .aio import AsyncTextCollection
-    from .collection import DuplicatePair, TextCollection
-    from .dedup import Calibration
-    from .documents import ChunkHit, DocumentHit, StoredDocument
-    from .encoder import (
-        DEFAULT_MODEL,
-        AttentionPooling,
-        Bm25,
-        CrossEncoder,
-        Dense,
-        Normalize,
-        Pooling,
-        RankedText,
-        SentenceEncoder,
-        Transformer,
-        WeightedLayerPooling,
-    )
-    from .records import Hit, StoredText, TextRecord, UpsertResult
-    from .settings import Settings
-    from .store import RetryPolicy
+def _public_names() -> dict[str, str]:
+    """Public name -> the module it comes from (relative), as ``__init__.pyi`` imports it."""
+    stub = _ast.parse(_Path(__file__).with_name("__init__.pyi").read_text(encoding="utf-8"))
+    return {
+        alias.asname or alias.name: "." * node.level + (node.module or "")
+        for node in stub.body
+        if isinstance(node, _ast.ImportFrom)
+        for alias in node.names
+    }
 
-#: Public names imported on first use (PEP 562), so that ``import sbert_qdrant`` (and a CLI verb or an MCP server
-#: that has not yet touched a model) starts without loading torch, transformers and qdrant-client.
-_LAZY = {
-    "AsyncTextCollection": ".aio",
-    "DuplicatePair": ".collection",
-    "TextCollection": ".collection",
-    "Calibration": ".dedup",
-    "ChunkHit": ".documents",
-    "DocumentHit": ".documents",
-    "StoredDocument": ".documents",
-    "DEFAULT_MODEL": ".encoder",
-    "AttentionPooling": ".encoder",
-    "Bm25": ".encoder",
-    "CrossEncoder": ".encoder",
-    "Dense": ".encoder",
-    "Normalize": ".encoder",
-    "Pooling": ".encoder",
-    "RankedText": ".encoder",
-    "SentenceEncoder": ".encoder",
-    "Transformer": ".encoder",
-    "WeightedLayerPooling": ".encoder",
-    "Hit": ".records",
-    "StoredText": ".records",
-    "TextRecord": ".records",
-    "UpsertResult": ".records",
-    "Settings": ".settings",
-    "RetryPolicy": ".store",
-}
+
+_LAZY = _public_names()
 
 
 def __getattr__(name: str) -> object:
@@ -92,43 +45,4 @@ try:  # pyproject.toml is the one place the version is written; the installed me
 except _metadata.PackageNotFoundError:  # a source tree on sys.path that pip never installed
     __version__ = "0+unknown"
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "AsyncTextCollection",
-    "AttentionPooling",
-    "Bm25",
-    "Calibration",
-    "ChunkHit",
-    "CollectionMismatchError",
-    "CollectionNotFoundError",
-    "CrossEncoder",
-    "DataFormatError",
-    "Dense",
-    "DocumentHit",
-    "DuplicatePair",
-    "Hit",
-    "InvalidArgumentError",
-    "InvalidInputError",
-    "ModelLoadError",
-    "ModelNotFoundError",
-    "Normalize",
-    "PartialWriteError",
-    "Pooling",
-    "RankedText",
-    "RetryPolicy",
-    "SbertQdrantError",
-    "SentenceEncoder",
-    "Settings",
-    "StoreError",
-    "StoreInUseError",
-    "StoreUnavailableError",
-    "StoredDocument",
-    "StoredText",
-    "TextCollection",
-    "TextRecord",
-    "Transformer",
-    "UnsupportedError",
-    "UpsertResult",
-    "WeightedLayerPooling",
-    "__version__",
-]
+__all__ = [*_LAZY, "__version__"]

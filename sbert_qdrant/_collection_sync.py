@@ -20,20 +20,20 @@ from ._duplicates import DuplicatePair
 from ._filters import engine_filter
 from ._reembed_sync import point_alias, reembed_into
 from ._runtime_sync import run_blocking
-from ._schema import KINDS, CollectionSettings, Kind, OnConflict
-from ._search import SearchMode, rerank_depth, reranked, search_plan
+from ._schema import CollectionSettings
+from ._search import rerank_depth, reranked, search_plan
 from ._texts_sync import Texts
 from .dedup import Calibration
-from .documents import DocumentHit, Scoring, StoredDocument, chunks_only, first_chunks_only
-from .encoder import Bm25, CrossEncoder, SentenceEncoder
-from .encoder.protocol import TextEncoder
+from .documents import DocumentHit, StoredDocument, chunks_only, first_chunks_only
+from .encoder import Bm25, CrossEncoder, load_encoder
 from .errors import InvalidArgumentError
+from .protocols import TextEncoder
 from .records import Hit, Key, StoredText, UpsertResult
 from .settings import Settings
 from .store import RetryPolicy
-from .store.base import Distance, Fusion, Quantization
 from .store.factory import open_store
 from .store.protocol_sync import VectorStore
+from .types import COUNT_KINDS, CountKind, Distance, Fusion, OnConflict, Quantization, Scoring, SearchMode
 
 __all__ = ["DuplicatePair", "TextCollection"]
 
@@ -84,7 +84,7 @@ class TextCollection:
         settings = settings or Settings()
         config = CollectionSettings.checked(
             collection_name,
-            encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),
+            encoder or load_encoder(settings),
             sparse=sparse,
             vector_name=vector_name,
             distance=distance,
@@ -222,11 +222,11 @@ class TextCollection:
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
-    def count(self, query_filter: models.Filter | None = None, *, kind: Kind = "texts") -> int:
+    def count(self, query_filter: models.Filter | None = None, *, kind: CountKind = "texts") -> int:
         """Stored texts, all or those matching the filter; ``kind="documents"`` counts documents instead, and
         ``kind="chunks"`` the chunks of documents."""
-        if kind not in KINDS:
-            raise InvalidArgumentError(f"kind={kind!r} must be one of {KINDS}.")
+        if kind not in COUNT_KINDS:
+            raise InvalidArgumentError(f"kind={kind!r} must be one of {COUNT_KINDS}.")
         selected = engine_filter(query_filter)
         self._ctx.ensure(create=False)
         only = {"texts": self._ctx.texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)

@@ -20,9 +20,7 @@ from ._bulk_sync import write
 from ._context_sync import CollectionContext
 from ._pipeline_sync import Step
 from ._runtime_sync import run_blocking
-from ._schema import OnConflict
 from ._search import (
-    SearchMode,
     check_queries,
     engine_searches,
     rerank_depth,
@@ -36,7 +34,6 @@ from .documents import (
     Chunking,
     DocumentHit,
     PreparedDocument,
-    Scoring,
     StoredDocument,
     chunk_index,
     chunk_point_id,
@@ -50,7 +47,8 @@ from .documents import (
 from .encoder import CrossEncoder
 from .errors import InvalidArgumentError
 from .records import DOCUMENT_KEY, CheckedRecord, Key, PreparedPoint, UpsertResult, check_id, check_ids, checked_batches
-from .store.base import Fusion, PointVectors
+from .store.base import PointVectors
+from .types import Fusion, OnConflict, Scoring, SearchMode
 
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]

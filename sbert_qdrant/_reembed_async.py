@@ -11,14 +11,15 @@ from functools import partial
 from ._bulk_async import write
 from ._context_async import AsyncCollectionContext
 from ._pipeline_async import Step
-from ._schema import _NAME, CollectionSettings, OnConflict
+from ._schema import _NAME, CollectionSettings
 from ._texts_async import plan_points
 from ._vectors import show_progress
 from .documents import encoded_text
-from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
+from .protocols import TextEncoder
 from .records import PreparedPoint, UpsertResult
 from .store.base import StoredRecord
+from .types import OnConflict
 
 
 async def reembed_into(

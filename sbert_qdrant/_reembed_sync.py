@@ -13,14 +13,15 @@ from functools import partial
 from ._bulk_sync import write
 from ._context_sync import CollectionContext
 from ._pipeline_sync import Step
-from ._schema import _NAME, CollectionSettings, OnConflict
+from ._schema import _NAME, CollectionSettings
 from ._texts_sync import plan_points
 from ._vectors import show_progress
 from .documents import encoded_text
-from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
+from .protocols import TextEncoder
 from .records import PreparedPoint, UpsertResult
 from .store.base import StoredRecord
+from .types import OnConflict
 
 
 def reembed_into(

@@ -6,22 +6,23 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from qdrant_client import models
 
 from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration
 from .documents import CHUNK_FIELD
 from .encoder import Bm25
-from .encoder.protocol import DocumentEncoder, TextEncoder, identity_of, same_encoder
 from .errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     InvalidArgumentError,
     UnsupportedError,
 )
-from .records import KEY_KEY, TEXT_KEY, VectorShape
-from .store.base import DISTANCES, CollectionSpec, Distance, ExistingCollection, Quantization, VectorSpec
+from .protocols import DocumentEncoder, TextEncoder, identity_of, same_encoder
+from .records import KEY_KEY, TEXT_KEY, VectorShape, check_writable
+from .store.base import CollectionSpec, ExistingCollection, VectorSpec
+from .types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Distance, Quantization
 
 SPARSE_NAME = "bm25"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
@@ -62,15 +63,15 @@ class CollectionSettings:
         if not isinstance(encoder, TextEncoder):
             raise InvalidArgumentError(
                 f"encoder must be a SentenceEncoder or have what a collection uses (dimension, normalizes, "
-                f"encode_document, encode_query: sbert_qdrant.encoder.TextEncoder), not {type(encoder).__name__}."
+                f"encode_document, encode_query: sbert_qdrant.protocols.TextEncoder), not {type(encoder).__name__}."
             )
         distance, quantization = options.get("distance", "cosine"), options.get("quantization")
         batch, text_field = options.get("encode_batch_size", 32), options.get("text_field", TEXT_KEY)
         vector_name = options.get("vector_name", "text")
         if distance not in DISTANCES:
             raise InvalidArgumentError(f"distance={distance!r} must be one of {DISTANCES}.")
-        if quantization not in (None, "int8", "binary"):
-            raise InvalidArgumentError(f"quantization={quantization!r} must be None, 'int8' or 'binary'.")
+        if quantization is not None and quantization not in QUANTIZATIONS:
+            raise InvalidArgumentError(f"quantization={quantization!r} must be None or one of {QUANTIZATIONS}.")
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise InvalidArgumentError(f"encode_batch_size={batch!r} must be a positive integer.")
         if not (sparse is None or sparse == "bm25" or isinstance(sparse, Bm25)):
@@ -125,8 +126,8 @@ class CollectionSettings:
     def check_write(self, batch_size: int | None, on_conflict: str, default: int) -> int:
         """The batch size of a write, once its arguments and the collection's writability are checked."""
         self.require_writable()
-        if on_conflict not in ("overwrite", "skip"):
-            raise InvalidArgumentError(f"on_conflict={on_conflict!r} must be 'overwrite' or 'skip'.")
+        if on_conflict not in ON_CONFLICTS:
+            raise InvalidArgumentError(f"on_conflict={on_conflict!r} must be one of {ON_CONFLICTS}.")
         if batch_size is None:
             return default
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -134,12 +135,7 @@ class CollectionSettings:
         return batch_size
 
     def require_writable(self) -> None:
-        if self.text_field != TEXT_KEY:
-            raise UnsupportedError(
-                f"collection {self.collection_name!r} is opened with text_field={self.text_field!r} to read a "
-                "collection another tool wrote; write to it with that tool, or copy its texts into a collection "
-                "of sbert-qdrant's own (default text_field)."
-            )
+        check_writable(self.collection_name, self.text_field)
 
     def document_encoder(self) -> DocumentEncoder:
         """The encoder, when it can cut documents into chunks (it has a tokenizer)."""
@@ -251,9 +247,3 @@ def with_calibration(metadata: Mapping[str, Any], calibration: Calibration) -> d
     """The collection's metadata update that stores a calibration."""
     updated = ours(metadata) | {"duplicate_threshold": calibration.threshold, "calibration": vars(calibration)}
     return {_METADATA_KEY: updated}
-
-
-OnConflict = Literal["overwrite", "skip"]
-#: What ``count`` counts: texts, documents, or the chunks of documents.
-Kind = Literal["texts", "documents", "chunks"]
-KINDS: tuple[Kind, ...] = ("texts", "documents", "chunks")

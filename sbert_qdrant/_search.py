@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from qdrant_client import models
@@ -18,12 +18,10 @@ from .documents import DocumentHit
 from .encoder import Bm25, CrossEncoder
 from .errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
 from .records import KEY_KEY, Hit, check_text, split_payload
-from .store.base import Diversified, Fused, Fusion, Nearest, PayloadSelector, ScoredRecord, SearchQuery
+from .store.base import Diversified, Fused, Nearest, PayloadSelector, ScoredRecord, SearchQuery
+from .types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
 
 T = TypeVar("T")
-SearchMode = Literal["dense", "sparse", "hybrid"]
-SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
-FUSIONS: tuple[Fusion, ...] = ("rrf", "dbsf")
 #: Reciprocal rank fusion's k: Qdrant's default, and the best of 2, 10 and 60 on BEIR SciFact's train split.
 RRF_K = 2
 #: Candidates each source of a hybrid search (and MMR) draws at least, whatever the limit.

@@ -20,7 +20,7 @@ from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_p
 from ._filters import engine_filter
 from ._pipeline_async import Step
 from ._runtime_async import run_blocking
-from ._schema import OnConflict, stored_threshold, with_calibration
+from ._schema import stored_threshold, with_calibration
 from ._search import SearchPlan, check_queries, engine_searches, hits, payload_selector
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
@@ -41,6 +41,7 @@ from .records import (
     text_point,
 )
 from .store.base import PointVectors, StoredRecord
+from .types import OnConflict
 
 
 @dataclass(frozen=True)

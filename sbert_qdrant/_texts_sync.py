@@ -22,7 +22,7 @@ from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_p
 from ._filters import engine_filter
 from ._pipeline_sync import Step
 from ._runtime_sync import run_blocking
-from ._schema import OnConflict, stored_threshold, with_calibration
+from ._schema import stored_threshold, with_calibration
 from ._search import SearchPlan, check_queries, engine_searches, hits, payload_selector
 from ._vectors import point_vectors, show_progress
 from .dedup import Calibration, best_f1_threshold
@@ -43,6 +43,7 @@ from .records import (
     text_point,
 )
 from .store.base import PointVectors, StoredRecord
+from .types import OnConflict
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ import re
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
 import numpy as np
 from qdrant_client import models
 
 from .errors import InvalidArgumentError, InvalidInputError
+from .protocols import DocumentEncoder
 from .records import (
     DOCUMENT_KEY,
     ID_NAMESPACE,
@@ -31,12 +32,12 @@ from .records import (
     check_payload,
     check_text,
 )
+from .types import Scoring
 
 #: Token spans (start, end) of a text's tokens, in characters, without special tokens.
 Offsets = Callable[[str], list[tuple[int, int]]]
 #: The payload path Qdrant groups chunks by.
 GROUP_BY = f"{DOCUMENT_KEY}.id"
-Scoring = Literal["max", "sum"]
 _SENTENCE_END = re.compile(r"[.!?\u3002\uff01\uff1f][\"')\]]*\s+$|\n\s*$")  # also the CJK full stops
 
 
@@ -203,15 +204,6 @@ class PreparedDocument:
         ]
 
 
-class Tokenizes(Protocol):
-    """What chunking uses of an encoder (a ``DocumentEncoder``): its token limit and its tokens' spans."""
-
-    @property
-    def document_token_limit(self) -> int: ...
-
-    def token_spans(self, text: str) -> list[tuple[int, int]]: ...
-
-
 @dataclass(frozen=True)
 class Chunking:
     """How documents are cut: chunks of ``max_tokens`` sharing ``overlap_tokens``, within the ``limit`` the encoder
@@ -227,7 +219,7 @@ class Chunking:
     @classmethod
     def of(
         cls,
-        encoder: Tokenizes,
+        encoder: DocumentEncoder,
         chunk_tokens: int | None = None,
         overlap_tokens: int | None = None,
         context_field: str | None = None,

@@ -40,12 +40,11 @@ import os
 import zlib
 from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import Any, TextIO
 
 from .errors import DataFormatError, InvalidArgumentError
+from .types import FILE_FORMATS, FileFormat
 
-FileFormat = Literal["jsonl", "csv", "tsv", "txt"]
-FORMATS: tuple[FileFormat, ...] = ("jsonl", "csv", "tsv", "txt")
 #: The one column of a TXT file's rows.
 TEXT_COLUMN = "text"
 _SUFFIXES: dict[str, FileFormat] = {
@@ -63,8 +62,8 @@ _GZIP_MAGIC = b"\x1f\x8b"
 def detect_format(path: str | os.PathLike[str], file_format: str | None = None) -> FileFormat:
     """The format of ``path``: ``file_format`` when given, else from the name's suffix (before an optional .gz)."""
     if file_format is not None:
-        if file_format not in FORMATS:
-            raise InvalidArgumentError(f"file_format={file_format!r} is not one of {', '.join(FORMATS)}.")
+        if file_format not in FILE_FORMATS:
+            raise InvalidArgumentError(f"file_format={file_format!r} is not one of {', '.join(FILE_FORMATS)}.")
         return file_format
     suffixes = [s.lower() for s in Path(path).suffixes]
     if suffixes and suffixes[-1] == ".gz":
@@ -74,7 +73,7 @@ def detect_format(path: str | os.PathLike[str], file_format: str | None = None) 
         raise DataFormatError(
             f"cannot tell the format of {os.fspath(path)} from its name (suffix {suffix or 'none'!r}); name it "
             ".jsonl, .csv, .tsv or .txt (optionally + .gz), or give the format (--format on the command line, "
-            f"file_format= in Python): one of {', '.join(FORMATS)}."
+            f"file_format= in Python): one of {', '.join(FILE_FORMATS)}."
         )
     return _SUFFIXES[suffix]
 

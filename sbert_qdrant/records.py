@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, UnsupportedError
 
 TEXT_KEY = "text"
 KEY_KEY = "key"
@@ -162,6 +162,16 @@ def split_payload(
     key = fields.pop(KEY_KEY, None)
     text = fields.pop(text_key, None)
     return (point if key is None else key), (text if isinstance(text, str) else None), fields
+
+
+def check_writable(collection_name: str, text_field: str) -> None:
+    """Refuse writes to a collection opened in another tool's layout (its text under ``text_field``): read-only."""
+    if text_field != TEXT_KEY:
+        raise UnsupportedError(
+            f"collection {collection_name!r} was written by another tool (its text is in payload field "
+            f"text_field={text_field!r}), so it is read-only here; write to it with that tool, or copy its texts "
+            "into a collection of sbert-qdrant's own (another collection_name, default text_field)."
+        )
 
 
 def check_text(text: object, where: str, fix: str = "drop it before upserting") -> str:

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-#: Numeric precisions of the encoders ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
-Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
-#: The static int8 native kernels: "auto" builds (or loads the cached) library where the CPU runs it; "off" never.
-NativeKernels = Literal["auto", "off"]
+from .types import NativeKernels, Precision
 
 
 def default_cache() -> Path:

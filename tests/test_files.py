@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from sbert_qdrant import DataFormatError, InvalidArgumentError, InvalidInputError
-from sbert_qdrant.files import FORMATS, detect_format, read_columns, read_rows
+from sbert_qdrant.files import detect_format, read_columns, read_rows
 from sbert_qdrant.training import DataFormatError as TrainingDataFormatError
+from sbert_qdrant.types import FILE_FORMATS
 
 
 def _write(path: Path, text: str) -> Path:
@@ -33,7 +34,7 @@ CONTENTS = {
 }
 
 
-@pytest.mark.parametrize("kind", FORMATS)
+@pytest.mark.parametrize("kind", FILE_FORMATS)
 @pytest.mark.parametrize("gz", [False, True])
 def test_each_format_plain_and_gzipped(tmp_path: Path, kind: str, gz: bool) -> None:
     path = _write(tmp_path / f"data.{kind}{'.gz' if gz else ''}", CONTENTS[kind])

@@ -21,6 +21,8 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.errors": "base",  # one exception tree
     "sbert_qdrant.settings": "base",  # pydantic settings from env
     "sbert_qdrant.files": "base",  # reading input files
+    "sbert_qdrant.types": "base",  # the Literal types of the public API (OnConflict, SearchMode, ...)
+    "sbert_qdrant.protocols": "base",  # what a collection needs of an encoder (TextEncoder, DocumentEncoder)
     "sbert_qdrant._version": "base",
     "sbert_qdrant.encoder": "encoder",  # SentenceEncoder, CrossEncoder, sparse weights; knows nothing of Qdrant
     "sbert_qdrant.store": "store",  # engines behind one protocol; knows vectors and payloads, never text

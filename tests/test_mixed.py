@@ -14,7 +14,7 @@ from qdrant_client import models
 
 from sbert_qdrant import InvalidArgumentError, InvalidInputError, SentenceEncoder, TextCollection, UnsupportedError
 from sbert_qdrant.documents import chunk_point_id
-from sbert_qdrant.encoder.protocol import DocumentEncoder, TextEncoder
+from sbert_qdrant.protocols import DocumentEncoder, TextEncoder
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?"]
 LONG = " ".join(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.metadata
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -77,3 +79,19 @@ def test_version_is_written_once_in_pyproject() -> None:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     project = tomllib.loads((PACKAGE_DIR.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert sbert_qdrant.__version__ == importlib.metadata.version("sbert-qdrant") == project["version"]
+
+
+def test_importing_the_package_loads_no_heavy_dependency() -> None:
+    """``import sbert_qdrant`` (and reading ``__all__``) imports neither torch, transformers nor qdrant-client: the
+    public names load on first use, so the CLI and the MCP server start fast."""
+    heavy = ("torch", "transformers", "qdrant_client")
+    code = f"import sys, sbert_qdrant; sbert_qdrant.__all__; print([m for m in {heavy!r} if m in sys.modules])"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert run.stdout.strip() == "[]", run.stdout
+
+
+def test_the_stub_lists_every_public_name_of_the_package() -> None:
+    """``__init__.pyi`` is the one list: each name it imports resolves at run time, and ``__all__`` is exactly it."""
+    stub = imported_names(PACKAGE_DIR / "__init__.pyi")
+    assert set(sbert_qdrant.__all__) == stub | {"__version__"}
+    assert all(getattr(sbert_qdrant, name) is not None for name in stub)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pickle
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from flavours import Engines
+from qdrant_client import QdrantClient
 
 from sbert_qdrant import (
     CollectionMismatchError,
@@ -23,11 +25,13 @@ from sbert_qdrant import (
     InvalidInputError,
     PartialWriteError,
     SentenceEncoder,
+    TextCollection,
     testing,
 )
 
 ray = pytest.importorskip("ray", reason="needs the ray extra: pip install 'sbert-qdrant[ray]'")
 sbert_ray = pytest.importorskip("sbert_qdrant.integrations.ray")
+actor_options = pytest.importorskip("sbert_qdrant.integrations.ray._upsert").actor_options
 
 DATA = Path(__file__).parent / "data"
 
@@ -213,6 +217,31 @@ def test_arguments_are_checked_before_any_work(local_ray: None, tmp_path: Path, 
         assert not coll.exists()
     finally:
         engines.close()
+
+
+def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch, model_dir: Path
+) -> None:
+    """SBERT_QDRANT_MODEL / _DEVICE / _PRECISION reach the actors as they reach a collection opened without an
+    encoder: the same model, device and precision (the actor is built here, from the arguments the driver sends)."""
+    monkeypatch.setenv("SBERT_QDRANT_MODEL", str(model_dir))
+    monkeypatch.setenv("SBERT_QDRANT_DEVICE", "cpu")
+    monkeypatch.setenv("SBERT_QDRANT_PRECISION", "fp32")  # not the default ("auto"): proves the setting is read
+    loads: list[dict[str, Any]] = []
+    load = SentenceEncoder.load
+
+    def recorded(*args: Any, **kwargs: Any) -> SentenceEncoder:
+        loads.append(kwargs)
+        return load(*args, **kwargs)
+
+    monkeypatch.setattr(SentenceEncoder, "load", recorded)
+    with TextCollection("settings", client=QdrantClient(":memory:")) as coll:
+        assert coll.encoder.precision == "fp32"
+    options = actor_options(sbert_ray.Columns(), frozenset(), None, None, None)
+    actor = sbert_ray.EncodeTexts(**pickle.loads(pickle.dumps(options)))  # as Ray ships them to the actors
+    assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32"}] * 2
+    assert actor.identity == coll.encoder.identity
+    assert actor_options(sbert_ray.Columns(), frozenset(), None, None, "bf16")["precision"] == "bf16"  # overrides win
 
 
 def test_vectors_of_another_model_are_refused_by_name(

@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from qdrant_client import models
 
-from .._search import FUSIONS, SEARCH_MODES
 from ..collection import TextCollection
-from ..encoder import PRECISIONS, CrossEncoder, SentenceEncoder
+from ..encoder import CrossEncoder, load_encoder
 from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError, PartialWriteError
-from ..files import FORMATS, read_rows
+from ..files import read_rows
 from ..records import TextRecord, UpsertResult
 from ..settings import Settings
+from ..types import FILE_FORMATS, FUSIONS, PRECISIONS, SEARCH_MODES
 
 
 def read_records(
@@ -68,11 +68,7 @@ def _records(
 def open_collection(args: argparse.Namespace) -> TextCollection:
     """The collection the command names; ``--no-sparse`` (index) creates a new one without the BM25 vector."""
     settings = Settings()
-    encoder = SentenceEncoder.load(
-        args.model or settings.model,
-        device=args.device or settings.device,
-        precision=args.precision or settings.precision,
-    )
+    encoder = load_encoder(settings, model=args.model, device=args.device, precision=args.precision)
     return TextCollection(
         args.collection or settings.collection,
         encoder,
@@ -137,7 +133,6 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
 
     sbert_ray.connect(None if args.ray == "local" else args.ray)
     dataset = sbert_ray.read_files(args.file, args.format)
-    settings = Settings()
     options: dict[str, Any] = {
         "text_column": args.text_field,
         "id_column": args.id_field,
@@ -145,7 +140,8 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
         "model": args.model,
         "actors": args.actors,
         "gpus_per_actor": args.gpus_per_actor,
-        "precision": args.precision or settings.precision,
+        "device": args.device,
+        "precision": args.precision,
         "on_conflict": args.on_conflict,
         "show_progress_bar": args.progress,
     }
@@ -279,8 +275,12 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collection", default=None, help="collection name (default: SBERT_QDRANT_COLLECTION, texts)")
     parser.add_argument("--location", default=None, help="embedded Qdrant Edge folder (default: SBERT_QDRANT_LOCATION)")
     parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
-    parser.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
-    parser.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    parser.add_argument(
+        "--model", default=None, help="model folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
+    )
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, mps (default: SBERT_QDRANT_DEVICE, else best available)"
+    )
     parser.add_argument(
         "--precision",
         default=None,
@@ -294,7 +294,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
 def _add_file_options(parser: argparse.ArgumentParser, ray_formats: Sequence[str] = ()) -> None:
     parser.add_argument(
         "--format",
-        choices=tuple(dict.fromkeys([*FORMATS, *ray_formats])),
+        choices=tuple(dict.fromkeys([*FILE_FORMATS, *ray_formats])),
         default=None,
         help="file format (default: from the name; .gz read too)" + (" (parquet: with --ray)" if ray_formats else ""),
     )

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..collection import TextCollection
-from ..encoder import SentenceEncoder
+from ..encoder import load_encoder
 from ..errors import InvalidInputError
 from ..files import read_rows
 
@@ -69,7 +69,7 @@ def _demo(args: argparse.Namespace) -> int:
     stored = [q for q in questions if q not in hidden and q.strip()]
     with tempfile.TemporaryDirectory(prefix="sbert-qdrant-demo-") as scratch:
         location = args.location or scratch
-        encoder = SentenceEncoder.load(args.model, device=args.device)
+        encoder = load_encoder(model=args.model, device=args.device)
         with TextCollection("quora_demo", encoder, location=location, show_progress_bar=args.progress) as coll:
             start = time.perf_counter()
             coll.upsert_texts(stored)
@@ -100,7 +100,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--queries", type=int, default=5, help="new questions to look up")
     demo.add_argument("--location", default=None, help="keep the Edge collection in this folder (default: temporary)")
-    demo.add_argument("--model", default=None, help="model folder or hub id (default: all-MiniLM-L6-v2)")
-    demo.add_argument("--device", default=None, help="cpu, cuda, mps (default: best available)")
+    demo.add_argument(
+        "--model", default=None, help="model folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
+    )
+    demo.add_argument(
+        "--device", default=None, help="cpu, cuda, mps (default: SBERT_QDRANT_DEVICE, else best available)"
+    )
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
     demo.set_defaults(run=_demo)

@@ -10,7 +10,8 @@ from typing import TextIO
 
 import numpy as np
 
-from ..encoder import PRECISIONS, SentenceEncoder
+from ..encoder import encoder_choice, load_encoder
+from ..types import PRECISIONS
 
 
 def _read_lines(source: TextIO) -> list[str]:
@@ -39,12 +40,11 @@ def _encode(args: argparse.Namespace) -> int:
     else:
         with Path(args.input).open(encoding="utf-8") as f:
             texts = _read_lines(f)
-    encoder = SentenceEncoder.load(
-        args.model,
-        device=args.device,
-        precision=args.precision,
+    choice = encoder_choice(model=args.model, device=args.device, precision=args.precision)
+    encoder = load_encoder(
+        **choice,
         max_seq_length=args.max_seq_length,
-        calibration_texts=texts if args.precision == "int8" and texts else None,  # static int8 calibrates on them
+        calibration_texts=texts if choice["precision"] == "int8" and texts else None,  # static int8 calibrates on them
     )
     normalize = {"model": None, "yes": True, "no": False}[args.normalize]
     vectors = encoder.encode(texts, batch_size=args.batch_size, normalize=normalize, show_progress_bar=args.progress)
@@ -61,15 +61,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     encode = commands.add_parser("encode", help="embed texts, one per line, into .npy or JSONL")
     encode.add_argument("input", nargs="?", default="-", help="text file, one text per line (default: stdin)")
     encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
-    encode.add_argument("--model", default=None, help="folder or hub id (default: all-MiniLM-L6-v2)")
-    encode.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
+    encode.add_argument(
+        "--model", default=None, help="folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
+    )
+    encode.add_argument(
+        "--device", default=None, help="cpu, cuda, cuda:1, mps (default: SBERT_QDRANT_DEVICE, else best available)"
+    )
     encode.add_argument(
         "--precision",
-        default="auto",
+        default=None,
         choices=PRECISIONS,
-        help="auto (default): the fastest exact-grade precision of this hardware (bf16 on CPUs with native bf16); "
-        "int8: static int8 calibrated on the first 512 input texts (cached per model) on CPUs with VNNI, the "
-        "fastest choice on CPUs without AMX (min cosine to fp32 ~0.99); dynamic int8 elsewhere",
+        help="default: SBERT_QDRANT_PRECISION, else auto: the fastest exact-grade precision of this hardware (bf16 on "
+        "CPUs with native bf16); int8: static int8 calibrated on the first 512 input texts (cached per model) on "
+        "CPUs with VNNI, the fastest choice on CPUs without AMX (min cosine to fp32 ~0.99); dynamic int8 elsewhere",
     )
     encode.add_argument("--batch-size", type=int, default=32)
     encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")

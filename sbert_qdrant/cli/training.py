@@ -36,8 +36,8 @@ from ..training import (
     TripletLoss,
     read_examples,
 )
-from ..training.data import LabelKind
 from ..training.hard_negatives import MiningGuards, mine_hard_negatives, mined_columns
+from ..types import LabelKind
 from .collections import _add_engine_options, open_collection
 
 #: objective -> (loss class, label kind, label column candidates, text column candidates).

@@ -3,12 +3,14 @@ static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
 
 from __future__ import annotations
 
+from ..protocols import DocumentEncoder, TextEncoder
+from ..types import PRECISIONS, Precision
+from .configured import EncoderChoice, encoder_choice, load_encoder
 from .cross_encoder import CrossEncoder, RankedText
 from .encoder import SentenceEncoder
 from .layers import Dense, Normalize
 from .loading import DEFAULT_MODEL, resolve_model_folder
 from .pooling import POOLING_MODES, AttentionPooling, Pooling, WeightedLayerPooling
-from .runtime import PRECISIONS, Precision
 from .sparse import Bm25
 from .transformer import Transformer
 
@@ -20,12 +22,17 @@ __all__ = [
     "Bm25",
     "CrossEncoder",
     "Dense",
+    "DocumentEncoder",
+    "EncoderChoice",
     "Normalize",
     "Pooling",
     "Precision",
     "RankedText",
     "SentenceEncoder",
+    "TextEncoder",
     "Transformer",
     "WeightedLayerPooling",
+    "encoder_choice",
+    "load_encoder",
     "resolve_model_folder",
 ]

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, InvalidInputError
+from ..types import Precision
 from .base import Features
 from .cross_loading import (
     ACTIVATION_PATHS,
@@ -28,7 +29,7 @@ from .encoder import _checked_texts
 from .identity import weights_digest
 from .int8 import checked_calibration, int8_mode, static_calibration
 from .loading import resolve_model_folder
-from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)

@@ -14,19 +14,19 @@ import copy
 import json
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ..errors import ModelLoadError
+from ..types import Activation
 from .base import read_json
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, read_model_config
 from .transformer import SBERT_CONFIG_FILE, Transformer, quiet_transformers
 
 logger = logging.getLogger(__name__)
 
-Activation = Literal["sigmoid", "identity", "softmax", "tanh"]
 #: Activation name -> the class path sentence-transformers writes and reads (``activation_fn``).
 ACTIVATION_PATHS: dict[str, str] = {
     "sigmoid": "torch.nn.modules.activation.Sigmoid",

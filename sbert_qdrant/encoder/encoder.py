@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, InvalidInputError
+from ..types import Precision
 from .base import EncoderModule, Features
 from .identity import encoder_identity, model_name, weights_digest
 from .int8 import checked_calibration, int8_mode, static_calibration
@@ -26,7 +27,7 @@ from .loading import (
     write_model_config,
 )
 from .pooling import AttentionPooling, Pooling
-from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import get_args
 
 import numpy as np
 import torch
@@ -13,13 +12,12 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError
-from ..settings import Precision
+from ..types import PRECISIONS
 from . import cpu
 from .int8 import ActivationRanges, quantize_int8
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS: tuple[str, ...] = get_args(Precision)
 _HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: At most this many batches run at once on a CPU (see ``run_batches``).
 MAX_CPU_STREAMS = 4

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .base import CollectionSpec, Distance, Quantization, ScoredRecord, StoredRecord, VectorSpec
+from ..types import Distance, Quantization
+from .base import CollectionSpec, ScoredRecord, StoredRecord, VectorSpec
 from .client_async import AsyncClientStore
 from .client_sync import ClientStore
 from .edge import EdgeStore

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from qdrant_client import models
 
-Distance = Literal["cosine", "dot", "euclid", "manhattan"]
-DISTANCES: tuple[Distance, ...] = ("cosine", "dot", "euclid", "manhattan")
-Quantization = Literal["int8", "binary"]
+from ..types import Fusion, Quantization
+
 Payload = dict[str, Any]
 #: Whole payloads (True), none (False), or only the fields named.
 PayloadSelector = bool | list[str]
 #: A sparse vector: (indices, values), in the same order.
 Sparse = tuple[list[int], list[float]]
-Fusion = Literal["rrf", "dbsf"]
 
 
 @dataclass(frozen=True)

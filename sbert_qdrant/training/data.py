@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from ..errors import DataFormatError, InvalidArgumentError
 from ..files import read_rows
+from ..types import LabelKind
 
 logger = logging.getLogger(__name__)
 
 #: What an example's label holds: a class index, a similarity score in 0..1, or 0/1. Objectives declare theirs.
-LabelKind = Literal["class", "score", "binary"]
 #: The three NLI classes in the order sentence-transformers' NLI examples use.
 NLI_LABELS: tuple[str, ...] = ("contradiction", "entailment", "neutral")
 _BINARY = {"0": 0, "1": 1, "false": 0, "true": 1, "no": 0, "yes": 1}

@@ -14,17 +14,17 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..records import Key
+from ..types import SearchMode
 from .data import Example
 
 logger = logging.getLogger(__name__)
 
-MiningMode = Literal["dense", "sparse", "hybrid"]
 #: The columns of a mined training file: ``query``, ``positive``, then ``negative_1`` .. ``negative_k``.
 QUERY_COLUMN, POSITIVE_COLUMN, NEGATIVE_PREFIX = "query", "positive", "negative_"
 
@@ -139,7 +139,7 @@ def mine_hard_negatives(
     positives: Sequence[Key | Sequence[Key]],
     *,
     documents: bool = False,
-    mode: MiningMode = "hybrid",
+    mode: SearchMode = "hybrid",
     num_negatives: int = 3,
     guards: MiningGuards | None = None,
     batch_size: int = 64,
@@ -229,7 +229,7 @@ def _grouped(queries: Sequence[str], positives: Sequence[Key | Sequence[Key]]) -
 
 
 def _rank_texts(
-    collection: MiningSource, queries: list[str], depth: int, mode: MiningMode, batch_size: int, show: bool
+    collection: MiningSource, queries: list[str], depth: int, mode: SearchMode, batch_size: int, show: bool
 ) -> list[_Ranked]:
     ranked: list[_Ranked] = []
     with tqdm(total=len(queries), desc="Mining", unit="query", disable=not show) as progress:
@@ -241,7 +241,7 @@ def _rank_texts(
 
 
 def _rank_documents(
-    collection: MiningSource, queries: list[str], depth: int, mode: MiningMode, show: bool
+    collection: MiningSource, queries: list[str], depth: int, mode: SearchMode, show: bool
 ) -> list[_Ranked]:
     ranked = []
     for query in tqdm(queries, desc="Mining", unit="query", disable=not show):

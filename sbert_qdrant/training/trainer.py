@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import nn
@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ..encoder import CrossEncoder, SentenceEncoder, cpu
 from ..errors import InvalidArgumentError
+from ..types import BatchSampler, TrainPrecision
 from . import checkpoint as ckpt
 from .data import Example
 from .evaluation import Evaluator
@@ -34,8 +35,6 @@ from .losses.base import Columns
 
 logger = logging.getLogger(__name__)
 
-TrainPrecision = Literal["auto", "fp32", "bf16", "fp16"]
-BatchSampler = Literal["random", "no_duplicates"]
 BEST = "best"
 #: Config fields that change the trajectory; a resumed run must match them.
 _TRAJECTORY_FIELDS = (

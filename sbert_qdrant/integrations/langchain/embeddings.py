@@ -11,9 +11,9 @@ import torch
 from langchain_core.embeddings import Embeddings
 
 from ...encoder import SentenceEncoder
-from ...encoder.protocol import TextEncoder
-from ...encoder.runtime import Precision
 from ...errors import InvalidArgumentError, InvalidInputError
+from ...protocols import TextEncoder
+from ...types import Precision
 from .._encoder import given_or_loaded
 
 
@@ -22,8 +22,8 @@ class SbertEmbeddings(Embeddings):
     query prompt (when the model has them), encoded in length-sorted batches.
 
     model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model (all-MiniLM-L6-v2),
-    loaded with ``device`` (else ``SBERT_QDRANT_DEVICE``) and ``precision``; or pass an ``encoder`` you already
-    loaded (shared, not copied).
+    loaded with ``device`` (else ``SBERT_QDRANT_DEVICE``) at ``precision`` (else ``SBERT_QDRANT_PRECISION``, else
+    "auto"); or pass an ``encoder`` you already loaded (shared, not copied).
     """
 
     def __init__(
@@ -32,7 +32,7 @@ class SbertEmbeddings(Embeddings):
         *,
         encoder: SentenceEncoder | None = None,
         device: str | None = None,
-        precision: Precision = "auto",
+        precision: Precision | None = None,
         batch_size: int = 32,
         normalize: bool | None = None,
         show_progress_bar: bool = False,

@@ -13,7 +13,7 @@ from llama_index.core.schema import BaseNode
 from pydantic import PrivateAttr
 
 from ...encoder import DEFAULT_MODEL, SentenceEncoder
-from ...encoder.runtime import Precision
+from ...types import Precision
 from .._encoder import given_or_loaded
 
 #: Namespace of ``node_id``'s UUIDv5s.
@@ -30,8 +30,9 @@ class SbertEmbedding(BaseEmbedding):
     prompt (when the model has them), in length-sorted batches of ``embed_batch_size``; async calls encode in a
     worker thread, off the event loop.
 
-    model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model; or pass an
-    ``encoder`` you already loaded (shared, not copied).
+    model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model, loaded with
+    ``device`` and ``precision`` (else ``SBERT_QDRANT_DEVICE`` / ``_PRECISION``); or pass an ``encoder`` you already
+    loaded (shared, not copied).
     """
 
     _encoder: SentenceEncoder = PrivateAttr()
@@ -42,7 +43,7 @@ class SbertEmbedding(BaseEmbedding):
         *,
         encoder: SentenceEncoder | None = None,
         device: str | None = None,
-        precision: Precision = "auto",
+        precision: Precision | None = None,
         embed_batch_size: int = 32,
         **kwargs: Any,
     ) -> None:

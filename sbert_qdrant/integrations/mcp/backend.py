@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError, UnsupportedError
-from ...records import TEXT_KEY
+from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
+from ...records import TEXT_KEY, check_writable
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
-    from ...encoder.protocol import TextEncoder
+    from ...protocols import TextEncoder
 
 #: mcp-server-qdrant's payload field of the stored text.
 ANCHOR_TEXT_FIELD = "document"
@@ -67,8 +67,8 @@ class Backend:
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
-        #: Collections opened in another tool's layout, with their text field.
-        self._foreign: dict[str, str] = {}
+        #: The payload field of each open collection's text (another tool's: read-only).
+        self._text_fields: dict[str, str] = {}
         self._opening = asyncio.Lock()
 
     @property
@@ -80,10 +80,9 @@ class Backend:
         self._encoder.start()
 
     def _load_encoder(self) -> TextEncoder:
-        from ...encoder import SentenceEncoder
+        from ...encoder import load_encoder
 
-        settings = self.settings
-        return SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision)
+        return load_encoder(self.settings)
 
     def _load_cross_encoder(self) -> CrossEncoder:
         from ...encoder import CrossEncoder
@@ -98,7 +97,7 @@ class Backend:
 
     async def check_length(self, text: str, what: str, fix: str) -> None:
         """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
-        from ...encoder.protocol import DocumentEncoder
+        from ...protocols import DocumentEncoder
 
         encoder = await self._encoder.get()
         if isinstance(encoder, DocumentEncoder):
@@ -154,13 +153,9 @@ class Backend:
                     name, encoder, vector_name=vector_name, text_field=text_field, settings=self.settings, **engine
                 )
                 self._collections[name] = opened
-                if text_field != TEXT_KEY:
-                    self._foreign[name] = text_field
-        if write and name in self._foreign:
-            raise UnsupportedError(
-                f"collection {name!r} is one another tool wrote (its text under {self._foreign[name]!r}), read-only "
-                "here; write to a collection of sbert-qdrant's own (another collection_name)."
-            )
+                self._text_fields[name] = text_field
+        if write:
+            check_writable(name, self._text_fields[name])
         if existing and not await opened.exists():
             listing = "" if self.settings.collection_name else ", qdrant-list-collections lists the existing ones"
             raise CollectionNotFoundError(f"collection {name!r} does not exist; qdrant-store creates it{listing}.")
@@ -185,6 +180,7 @@ class Backend:
         for collection in self._collections.values():
             await collection.close()
         self._collections.clear()
+        self._text_fields.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None

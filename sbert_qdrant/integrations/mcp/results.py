@@ -4,12 +4,13 @@ as readable text (entries in mcp-server-qdrant's ``<entry>`` format, so prompts 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
 from ...records import Key
+from ...types import CountKind
 
 if TYPE_CHECKING:
     from ...documents import DocumentHit
@@ -73,7 +74,7 @@ class Deleted(BaseModel):
 
 class Counted(BaseModel):
     collection_name: str
-    kind: Literal["texts", "documents", "chunks"]
+    kind: CountKind
     count: int
 
 

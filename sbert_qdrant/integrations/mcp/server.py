@@ -13,7 +13,7 @@ import functools
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -23,6 +23,7 @@ from pydantic import Field, ValidationError
 from ... import __version__
 from ...errors import InvalidArgumentError, SbertQdrantError
 from ...records import Hit, Key
+from ...types import CountKind, SearchMode
 from . import results
 from .backend import Backend
 from .settings import McpSettings
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from qdrant_client import models
 
     from ...encoder import CrossEncoder
-    from ...encoder.protocol import TextEncoder
+    from ...protocols import TextEncoder
 
 Tool = Callable[..., Awaitable[CallToolResult]]
 
@@ -45,7 +46,7 @@ Filter = Annotated[
 ]
 Limit = Annotated[int | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")]
 Mode = Annotated[
-    Literal["dense", "sparse", "hybrid"],
+    SearchMode,
     Field(description="dense: by meaning; sparse: by keywords (BM25); hybrid: both, fused"),
 ]
 Rerank = Annotated[bool, Field(description="Re-score the best candidates with the server's cross-encoder")]
@@ -214,9 +215,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     async def count(
         collection_name: Annotated[str, Field(description="The collection to count in")],
         query_filter: Filter = None,
-        kind: Annotated[
-            Literal["texts", "documents", "chunks"], Field(description="What to count: texts, documents or chunks")
-        ] = "texts",
+        kind: Annotated[CountKind, Field(description="What to count: texts, documents or chunks")] = "texts",
     ) -> Annotated[CallToolResult, results.Counted]:
         collection = await backend.collection(collection_name, existing=True)
         number = await collection.count(_filter(query_filter), kind=kind)

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from ...documents import Chunking
-from ...encoder import SentenceEncoder
-from ...encoder.runtime import Precision
+from ...encoder import load_encoder
 from ...errors import InvalidArgumentError, InvalidInputError
 from ...records import point_id, text_id
+from ...types import Precision
 
 #: Columns the encoding adds: the dense vector (texts: one per row; documents: a (chunks, dimension) matrix per row),
 #: the identity of the encoder that made it, and whether the row was stored before the run (then not encoded).
@@ -88,11 +88,11 @@ class _Encode:
         model: str | os.PathLike[str] | None,
         columns: Columns,
         device: str | None,
-        precision: Precision,
+        precision: Precision | None,
         encode_batch_size: int,
         skip: Collection[str],
     ) -> None:
-        self.encoder = SentenceEncoder.load(model, device=device, precision=precision)
+        self.encoder = load_encoder(model=model, device=device, precision=precision)
         self.identity = self.encoder.identity
         self.columns = columns
         self.encode_batch_size = encode_batch_size
@@ -116,8 +116,9 @@ class _Encode:
 
 class EncodeTexts(_Encode):
     """``Dataset.map_batches(EncodeTexts, fn_constructor_kwargs={"model": ...}, compute=ActorPoolStrategy(...))``:
-    each actor loads ``model`` once (device and precision "auto": fp16 on a GPU) and adds one dense vector per row
-    (the text column encoded as the collection stores it) and the encoder's identity."""
+    each actor loads ``model`` once as ``load_encoder`` does (None: ``SBERT_QDRANT_MODEL``/``_DEVICE``/``_PRECISION``
+    in the actor's environment, else the default model, the best device, "auto": fp16 on a GPU) and adds one dense
+    vector per row (the text column encoded as the collection stores it) and the encoder's identity."""
 
     def __init__(
         self,
@@ -125,7 +126,7 @@ class EncodeTexts(_Encode):
         *,
         columns: Columns = Columns(),
         device: str | None = None,
-        precision: Precision = "auto",
+        precision: Precision | None = None,
         encode_batch_size: int = 32,
         skip: Collection[str] = frozenset(),
     ) -> None:
@@ -155,7 +156,7 @@ class EncodeDocuments(_Encode):
         overlap_tokens: int | None = None,
         context_field: str | None = None,
         device: str | None = None,
-        precision: Precision = "auto",
+        precision: Precision | None = None,
         encode_batch_size: int = 32,
         skip: Collection[str] = frozenset(),
     ) -> None:

@@ -8,20 +8,19 @@ Not run on the machine this was written on (no Qdrant server there): its test ru
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ray.data import Datasink
 from ray.data.block import Block, BlockAccessor
 from ray.data.datasource.datasink import WriteResult
 
 from ...collection import TextCollection
-from ...encoder.protocol import TextEncoder
+from ...protocols import TextEncoder
 from ...records import Key, UpsertResult
 from ...settings import Settings
+from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
-
-if TYPE_CHECKING:
-    from ._upsert import OnConflict
+from ._rows import record
 
 _Counts = tuple[list[Key], int, int]
 
@@ -50,8 +49,6 @@ class QdrantDatasink(Datasink[_Counts]):
         self.result = UpsertResult()
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> _Counts:
-        from ._upsert import record  # imported here: _upsert imports this module
-
         ids: list[Key] = []
         written = skipped = 0
         with TextCollection(self.collection_name, self.encoder, url=self.url, settings=Settings()) as collection:

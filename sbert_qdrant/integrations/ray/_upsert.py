@@ -6,30 +6,18 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
-import numpy as np
 import ray.data
 
 from ...collection import TextCollection
-from ...encoder.runtime import Precision
-from ...errors import InvalidArgumentError, InvalidInputError
-from ...records import Key, UpsertResult, check_text
-from ...settings import Settings
-from ._encode import (
-    ENCODER_COLUMN,
-    STORED_COLUMN,
-    VECTOR_COLUMN,
-    Batch,
-    Columns,
-    EncodeDocuments,
-    EncodeTexts,
-    stored_mark,
-)
+from ...encoder import encoder_choice
+from ...errors import InvalidArgumentError
+from ...records import Key, UpsertResult
+from ...types import OnConflict, Precision
+from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
+from ._rows import dataset_first_row, record
 from ._sink import QdrantDatasink
-
-#: What ``on_conflict`` may be, as in ``upsert_texts``.
-OnConflict = Literal["overwrite", "skip"]
 
 #: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
 _LOOKUP_BATCH = 1024
@@ -47,7 +35,8 @@ def upsert_dataset(
     cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 1024,
-    precision: Precision = "auto",
+    device: str | None = None,
+    precision: Precision | None = None,
     on_conflict: OnConflict = "overwrite",
     bulk: bool = False,
     url: str | None = None,
@@ -56,9 +45,11 @@ def upsert_dataset(
     """Encode a dataset's texts on ``actors`` Ray actors and store them in ``collection``, as ``upsert_texts`` would.
 
     Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once, on
-    its own device at ``precision`` ("auto": fp16 on a GPU); it must be the collection's model (its identity is
-    checked, another is refused by name). Each actor holds ``cpus_per_actor`` CPUs (its torch threads) and
-    ``gpus_per_actor`` GPUs. ``batch_size`` rows go to an actor at a time, and into one write.
+    ``device`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best) at ``precision`` (None:
+    ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU), as ``load_encoder`` does, with this process's settings;
+    it must be the collection's model (its identity is checked, another is refused by name). Each actor holds
+    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs. ``batch_size`` rows go to an actor at a
+    time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
@@ -72,8 +63,8 @@ def upsert_dataset(
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=False)
-    options = {"columns": columns, "precision": precision, "skip": skip}
-    encoded = _encoded(dataset, EncodeTexts, _model(model), options, pool)
+    options = actor_options(columns, skip, model, device, precision)
+    encoded = _encoded(dataset, EncodeTexts, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
     stream = _Stream(encoded, columns)
@@ -103,7 +94,8 @@ def upsert_documents_dataset(
     cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 64,
-    precision: Precision = "auto",
+    device: str | None = None,
+    precision: Precision | None = None,
     on_conflict: OnConflict = "overwrite",
     bulk: bool = False,
     url: str | None = None,
@@ -120,8 +112,8 @@ def upsert_documents_dataset(
     chunking: dict[str, Any] = dict(
         chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens, context_field=context_field
     )
-    options = {"columns": columns, "precision": precision, "skip": skip, **chunking}
-    encoded = _encoded(dataset, EncodeDocuments, _model(model), options, pool)
+    options = actor_options(columns, skip, model, device, precision, **chunking)
+    encoded = _encoded(dataset, EncodeDocuments, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
     stream = _Stream(encoded, columns)
@@ -144,9 +136,19 @@ def _check_writers(url: str | None, bulk: bool) -> None:
         )
 
 
-def _model(model: str | os.PathLike[str] | None) -> str | None:
-    """The model every actor loads, named the same everywhere (its name is half of the encoder's identity)."""
-    return str(model) if model is not None else Settings().model
+def actor_options(
+    columns: Columns,
+    skip: frozenset[str],
+    model: str | os.PathLike[str] | None,
+    device: str | None,
+    precision: Precision | None,
+    **chunking: Any,
+) -> dict[str, Any]:
+    """The arguments each actor is built with (plain values: they travel pickled): the encoder chosen here, in the
+    driver, as ``load_encoder`` chooses it, so every actor loads the same model, named the same (half of the
+    encoder's identity), on the configured device at the configured precision."""
+    choice = encoder_choice(model=model, device=device, precision=precision)
+    return {**choice, "columns": columns, "skip": skip, **chunking}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
@@ -179,14 +181,12 @@ class _Pool(NamedTuple):
 def _encoded(
     dataset: ray.data.Dataset,
     actor: type[EncodeTexts] | type[EncodeDocuments],
-    model: str | None,
     options: dict[str, Any],
     pool: _Pool,
 ) -> ray.data.Dataset:
     """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
         actor,
-        fn_constructor_args=(model,),
         fn_constructor_kwargs=options,
         compute=ray.data.ActorPoolStrategy(size=pool.actors),
         num_cpus=pool.cpus,
@@ -256,31 +256,6 @@ class _Stream:
         ids = [next(passed) if key is None else key for key in self._stored]
         skipped = sum(key is not None for key in self._stored)
         return UpsertResult(ids, written.written, written.skipped + skipped)
-
-
-def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, Any] | None:
-    """The first encoded row as a record, with the identity of its encoder under ``"identity"`` (None: no rows)."""
-    for batch in encoded.limit(1).iter_batches(batch_size=None, batch_format="numpy"):
-        if len(batch[ENCODER_COLUMN]):
-            identity = str(batch[ENCODER_COLUMN][0])
-            return {**record(batch, 0, 0, columns, identity), "identity": identity}
-    return None
-
-
-def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
-    """Row ``row`` of an encoded batch (``number`` in the run) as a record, its text checked (errors name it)."""
-    key = columns.key(batch, row) if columns.id is not None else None
-    where = f"row {number}" + (f" ({columns.id}={key!r})" if columns.id is not None else "")
-    if columns.id is not None and key is None:
-        raise InvalidInputError(f"{where} has no id in column {columns.id!r}; give every row an id.")
-    text = check_text(batch[columns.text][row], f"{where}: column {columns.text!r}", "drop or fix that row")
-    if str(batch[ENCODER_COLUMN][row]) != identity:
-        raise InvalidInputError(
-            f"{where} was encoded by {batch[ENCODER_COLUMN][row]}, the rows before it by {identity}: every actor "
-            "must load the same model."
-        )
-    vector = np.asarray(batch[VECTOR_COLUMN][row], dtype=np.float32)
-    return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
 
 
 def _write_from_workers(

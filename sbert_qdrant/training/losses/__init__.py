@@ -3,13 +3,14 @@ scalar loss."""
 
 from __future__ import annotations
 
+from ...types import TRIPLET_DISTANCES as DISTANCES
 from .base import Batch, Objective, SentenceObjective, make_batch
 from .contrastive import OnlineContrastiveLoss
 from .cross import CrossEncoderBCELoss, CrossEncoderListwiseLoss, CrossEncoderMSELoss, CrossEncoderObjective
 from .ranking import MultipleNegativesRankingLoss
 from .similarity import CoSENTLoss, CosineSimilarityLoss
 from .softmax import HEAD_FOLDER, SoftmaxLoss
-from .triplet import DISTANCES, TripletLoss
+from .triplet import TripletLoss
 
 __all__ = [
     "DISTANCES",

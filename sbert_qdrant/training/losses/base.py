@@ -17,7 +17,8 @@ from torch import nn
 from ...encoder import CrossEncoder, SentenceEncoder
 from ...encoder.base import Features
 from ...errors import InvalidInputError
-from ..data import Example, LabelKind
+from ...types import LabelKind
+from ..data import Example
 
 logger = logging.getLogger(__name__)
 

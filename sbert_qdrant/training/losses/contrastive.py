@@ -9,7 +9,7 @@ from torch import nn
 
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
-from ..data import LabelKind
+from ...types import LabelKind
 from .base import Batch, SentenceObjective
 
 

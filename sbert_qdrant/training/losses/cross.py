@@ -13,7 +13,8 @@ from torch import nn
 from ...encoder import CrossEncoder
 from ...encoder.base import Features
 from ...errors import InvalidArgumentError
-from ..data import Example, LabelKind
+from ...types import LabelKind
+from ..data import Example
 from .base import Batch, Columns, Objective
 
 logger = logging.getLogger(__name__)

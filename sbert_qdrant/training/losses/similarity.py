@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from ...encoder import SentenceEncoder
-from ..data import LabelKind
+from ...types import LabelKind
 from .base import Batch, SentenceObjective
 
 

@@ -20,7 +20,8 @@ from torch import nn
 from ...encoder import SentenceEncoder
 from ...encoder.base import CONFIG_FILE, WEIGHTS_FILE, read_json, read_weights
 from ...errors import InvalidArgumentError, InvalidInputError, ModelLoadError
-from ..data import NLI_LABELS, Example, LabelKind
+from ...types import LabelKind
+from ..data import NLI_LABELS, Example
 from .base import Batch, SentenceObjective
 
 HEAD_FOLDER = "softmax_head"

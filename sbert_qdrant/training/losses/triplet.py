@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 import torch
 from torch import nn
 
 from ...encoder import SentenceEncoder
 from ...errors import InvalidArgumentError
-from ..data import LabelKind
+from ...types import TRIPLET_DISTANCES, LabelKind, TripletDistance
 from .base import Batch, SentenceObjective
 
-#: Distances by Qdrant's names (``models.Distance``), so one vocabulary serves training and the store.
-Distance = Literal["euclid", "cosine", "manhattan"]
-DISTANCES: tuple[Distance, ...] = ("euclid", "cosine", "manhattan")
 
-
-def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: Distance) -> torch.Tensor:
+def pair_distance(a: torch.Tensor, b: torch.Tensor, distance: TripletDistance) -> torch.Tensor:
     """Row-wise distance between two ``(batch, dim)`` tensors."""
     if distance == "euclid":
         return (a - b).norm(p=2, dim=1)
@@ -38,18 +34,18 @@ class TripletLoss(SentenceObjective):
     max_texts: ClassVar[int] = 3
     label_kind: ClassVar[LabelKind | None] = None
 
-    def __init__(self, encoder: SentenceEncoder, distance: Distance = "euclid", margin: float = 1.0) -> None:
+    def __init__(self, encoder: SentenceEncoder, distance: TripletDistance = "euclid", margin: float = 1.0) -> None:
         super().__init__(encoder)
         if distance == "euclidean":  # the old name: refused, naming the new one
             raise InvalidArgumentError(
                 "distance='euclidean' is no longer accepted; pass distance='euclid' (Qdrant's name for Euclidean "
-                f"distance). Distances: {', '.join(DISTANCES)}."
+                f"distance). Distances: {', '.join(TRIPLET_DISTANCES)}."
             )
-        if distance not in DISTANCES:
-            raise InvalidArgumentError(f"distance={distance!r} is not one of {', '.join(DISTANCES)}.")
+        if distance not in TRIPLET_DISTANCES:
+            raise InvalidArgumentError(f"distance={distance!r} is not one of {', '.join(TRIPLET_DISTANCES)}.")
         if margin < 0:
             raise InvalidArgumentError(f"margin={margin!r} must be >= 0.")
-        self.distance: Distance = distance
+        self.distance: TripletDistance = distance
         self.margin = margin
 
     def forward(self, batch: Batch) -> torch.Tensor:

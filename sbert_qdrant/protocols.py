@@ -1,4 +1,4 @@
-"""What a collection needs of an encoder: any object with these members works, none has to subclass
+"""What a collection (and chunking) needs of an encoder: any object with these members works, none has to subclass
 SentenceEncoder (an adapter over LangChain embeddings, a remote model, a test double)."""
 
 from __future__ import annotations

@@ -1,0 +1,38 @@
+"""The rows of an encoded dataset as the records a collection writes (used by the driver and by the datasink's
+write tasks alike)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import ray.data
+
+from ...errors import InvalidInputError
+from ...records import check_text
+from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
+
+
+def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
+    """Row ``row`` of an encoded batch (``number`` in the run) as a record, its text checked (errors name it)."""
+    key = columns.key(batch, row) if columns.id is not None else None
+    where = f"row {number}" + (f" ({columns.id}={key!r})" if columns.id is not None else "")
+    if columns.id is not None and key is None:
+        raise InvalidInputError(f"{where} has no id in column {columns.id!r}; give every row an id.")
+    text = check_text(batch[columns.text][row], f"{where}: column {columns.text!r}", "drop or fix that row")
+    if str(batch[ENCODER_COLUMN][row]) != identity:
+        raise InvalidInputError(
+            f"{where} was encoded by {batch[ENCODER_COLUMN][row]}, the rows before it by {identity}: every actor "
+            "must load the same model."
+        )
+    vector = np.asarray(batch[VECTOR_COLUMN][row], dtype=np.float32)
+    return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
+
+
+def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, Any] | None:
+    """The first encoded row as a record, with the identity of its encoder under ``"identity"`` (None: no rows)."""
+    for batch in encoded.limit(1).iter_batches(batch_size=None, batch_format="numpy"):
+        if len(batch[ENCODER_COLUMN]):
+            identity = str(batch[ENCODER_COLUMN][0])
+            return {**record(batch, 0, 0, columns, identity), "identity": identity}
+    return None

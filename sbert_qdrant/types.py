@@ -1,0 +1,91 @@
+"""The string choices of the public API, each a ``Literal`` type with the tuple of its values, in one place.
+
+```python
+from sbert_qdrant.types import OnConflict, SearchMode
+```
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+#: Numeric precision of an encoder ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
+Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+
+#: The static int8 native kernels: "auto" builds (or loads the cached) library where the CPU runs it; "off" never.
+NativeKernels = Literal["auto", "off"]
+
+#: What a write does with an id already stored: replace the point, or leave it as it is.
+OnConflict = Literal["overwrite", "skip"]
+ON_CONFLICTS: tuple[OnConflict, ...] = get_args(OnConflict)
+
+#: How a collection is searched: dense vectors, BM25 sparse vectors, or both fused.
+SearchMode = Literal["dense", "sparse", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)
+
+#: How a hybrid search fuses its dense and sparse results (Qdrant's reciprocal rank / distribution-based fusion).
+Fusion = Literal["rrf", "dbsf"]
+FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
+
+#: The distance of a collection's dense vectors (Qdrant's).
+Distance = Literal["cosine", "dot", "euclid", "manhattan"]
+DISTANCES: tuple[Distance, ...] = get_args(Distance)
+
+#: Qdrant's quantization of a collection's stored vectors (the encoder's int8 precision is another matter).
+Quantization = Literal["int8", "binary"]
+QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
+
+#: What ``count`` counts: texts, documents, or the chunks of documents.
+CountKind = Literal["texts", "documents", "chunks"]
+COUNT_KINDS: tuple[CountKind, ...] = get_args(CountKind)
+
+#: How a document's score comes from its chunks' scores: the best one, or their sum.
+Scoring = Literal["max", "sum"]
+
+#: The formats of text files read by ``sbert_qdrant.files`` and the CLI.
+FileFormat = Literal["jsonl", "csv", "tsv", "txt"]
+FILE_FORMATS: tuple[FileFormat, ...] = get_args(FileFormat)
+
+#: The activation a CrossEncoder applies to its logits.
+Activation = Literal["sigmoid", "identity", "softmax", "tanh"]
+
+#: Numeric precision of training (no int8: int8 weights are not trained).
+TrainPrecision = Literal["auto", "fp32", "bf16", "fp16"]
+
+#: How training batches are drawn: at random, or keeping any text out of a batch that already holds it.
+BatchSampler = Literal["random", "no_duplicates"]
+
+#: What the label column of a training set holds: a class index, a similarity score, or 0/1.
+LabelKind = Literal["class", "score", "binary"]
+
+#: The distance of a triplet loss, by Qdrant's names (``models.Distance``): one vocabulary for training and store.
+TripletDistance = Literal["euclid", "cosine", "manhattan"]
+TRIPLET_DISTANCES: tuple[TripletDistance, ...] = get_args(TripletDistance)
+
+__all__ = [
+    "COUNT_KINDS",
+    "DISTANCES",
+    "FILE_FORMATS",
+    "FUSIONS",
+    "ON_CONFLICTS",
+    "PRECISIONS",
+    "QUANTIZATIONS",
+    "SEARCH_MODES",
+    "TRIPLET_DISTANCES",
+    "Activation",
+    "BatchSampler",
+    "CountKind",
+    "Distance",
+    "FileFormat",
+    "Fusion",
+    "LabelKind",
+    "NativeKernels",
+    "OnConflict",
+    "Precision",
+    "Quantization",
+    "Scoring",
+    "SearchMode",
+    "TrainPrecision",
+    "TripletDistance",
+]
