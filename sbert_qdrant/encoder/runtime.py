@@ -60,7 +60,7 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     """The precision to run: ``precision`` itself, or for "auto" the fastest exact-grade one on ``device``.
 
     "auto": fp16 on CUDA GPUs with tensor cores (compute capability >= 7), bf16 on CPUs with native bf16, else fp32.
-    int8 is never chosen: it moves vectors measurably (see the README's speed table).
+    int8 is never chosen: it moves vectors measurably (docs/performance.md, "Encoding"; docs/int8.md).
     """
     check_precision(precision, device)
     if precision != "auto":

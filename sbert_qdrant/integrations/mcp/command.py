@@ -14,8 +14,8 @@ from ...errors import InvalidArgumentError, UnsupportedError
 DESCRIPTION = (
     "Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the environment: "
     "QDRANT_URL, QDRANT_API_KEY, QDRANT_LOCAL_PATH, COLLECTION_NAME, QDRANT_SEARCH_LIMIT, QDRANT_READ_ONLY, "
-    "EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, TOOL_STORE_DESCRIPTION and SBERT_QDRANT_* (see the README's 'Use from "
-    "an agent (MCP)')."
+    "EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, TOOL_STORE_DESCRIPTION and SBERT_QDRANT_* (see docs/mcp.md, "
+    "'Settings')."
 )
 
 
