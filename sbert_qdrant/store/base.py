@@ -1,4 +1,5 @@
-"""The shapes a store speaks in: collection specs and the records it returns (the protocol is in protocol.py)."""
+"""The shapes a store speaks in: collection specs and the records it returns (the protocol is in
+``protocol_async.py``; ``protocol_sync.py`` is generated from it)."""
 
 from __future__ import annotations
 
