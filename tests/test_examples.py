@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child import run_child
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
@@ -15,13 +15,7 @@ pytestmark = pytest.mark.slow
 
 
 def _run(script: str, *args: str, cwd: Path | None = None) -> str:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd or EXAMPLES.parent,
-    )
+    result = run_child([sys.executable, str(EXAMPLES / script), *args], cwd=cwd or EXAMPLES.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
