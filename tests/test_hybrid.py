@@ -32,10 +32,21 @@ def scifact() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [r for r in rows if r["kind"] == "doc"], [r for r in rows if r["kind"] == "query"]
 
 
-def _indexed(make: Engines, encoder: SentenceEncoder, docs: list[dict[str, Any]], **options: Any) -> Any:
-    coll = make.open(encoder, **options)
+@pytest.fixture(scope="module")
+def abstract_vectors(
+    default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+) -> np.ndarray:
+    """The abstracts encoded once for the module's dozen collections (the other tests here encode on the way in)."""
+    return default_encoder.encode_document([f"{d['title']} {d['text']}" for d in scifact[0]])
+
+
+def _indexed(make: Engines, encoder: SentenceEncoder, docs: list[dict[str, Any]], vectors: np.ndarray) -> Any:
+    coll = make.open(encoder)
     texts = [f"{d['title']} {d['text']}" for d in docs]
-    coll.upsert_texts(texts, ids=[d["_id"] for d in docs], payloads=[{"half": i % 2} for i in range(len(docs))])
+    payloads = [{"half": i % 2} for i in range(len(docs))]
+    coll.upsert_texts(
+        texts, ids=[d["_id"] for d in docs], payloads=payloads, vectors=vectors, vectors_from=encoder.identity
+    )
     return coll
 
 
@@ -48,10 +59,13 @@ def _mrr(found: list[list[Any]], queries: list[dict[str, Any]]) -> float:
 
 
 def test_every_mode_finds_the_relevant_abstracts_deterministically(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     claims = [q["text"] for q in queries]
     mrr = {}
     for options in MODES:
@@ -97,10 +111,13 @@ def test_bm25_settings_live_with_the_collection(make: Engines, tiny_encoder: Sen
 
 
 def test_rrf_weights_pull_the_ranking_towards_one_source(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     claim = queries[0]["text"]
     dense, sparse = (coll.search_text(claim, limit=5, mode=m) for m in ("dense", "sparse"))
     assert [h.id for h in dense] != [h.id for h in sparse]
@@ -110,10 +127,13 @@ def test_rrf_weights_pull_the_ranking_towards_one_source(
 
 
 def test_filters_and_thresholds_apply_to_hybrid_results(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     odd = models.Filter(must=[models.FieldCondition(key="half", match=models.MatchValue(value=1))])
     for fusion in ("rrf", "dbsf"):
         hits = coll.search_text(queries[1]["text"], limit=8, query_filter=odd, mode="hybrid", fusion=fusion)
