@@ -116,6 +116,7 @@ def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.Captur
     assert "does not exist yet" in capsys.readouterr().err
 
 
+@pytest.mark.long
 def test_demo_finds_quora_duplicates_in_a_subprocess(tmp_path: Path) -> None:
     result = run_child(  # its progress bars (stderr) show it working, however busy the machine
         [sys.executable, "-m", "sbert_qdrant", "demo", "--queries", "3", "--device", "cpu"],

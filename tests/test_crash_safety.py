@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from child import run_child
 
 from sbert_qdrant import SentenceEncoder, TextCollection
@@ -18,6 +19,7 @@ RECORDS = 2000
 KILLS = 8  # two of them resuming runs (--on-conflict skip); more kill points prove no more
 
 
+@pytest.mark.long
 def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
     model = tmp_path / "model"
     tiny_encoder.save(model)

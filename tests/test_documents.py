@@ -163,6 +163,7 @@ def test_search_returns_each_document_once_with_its_best_chunks(
         coll.search_documents("x", chunks=0)
 
 
+@pytest.mark.long
 def test_sigkill_during_replacement_then_a_rerun_leaves_exactly_the_new_chunks(
     tmp_path: Path, tiny_encoder: SentenceEncoder
 ) -> None:

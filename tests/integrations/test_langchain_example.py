@@ -14,6 +14,7 @@ ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_langchain_rag_example_builds_a_cited_prompt() -> None:
     result = run_child(
         [sys.executable, str(ROOT / "examples" / "langchain_rag.py"), "How do I run the tests?", "--k", "2"], cwd=ROOT
