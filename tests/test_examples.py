@@ -1,5 +1,5 @@
-"""Every script in examples/ runs to the end on the committed samples (those that take a file, on its first lines)
-and prints what its docstring promises."""
+"""Every script in examples/ runs to the end on the committed samples (the Quora and STS ones cut to their first
+lines: every step of the script, on less data) and prints what its docstring promises."""
 
 from __future__ import annotations
 
@@ -38,8 +38,13 @@ def test_rag_retrieval_cites_its_sources() -> None:
 
 
 @pytest.mark.parametrize("engine", ["edge", "memory"])
-def test_filtered_search_on_both_engines(engine: str) -> None:
-    out = _run("filtered_search.py", "--engine", engine)
+def test_filtered_search_on_both_engines(engine: str, tmp_path: Path) -> None:
+    script = tmp_path / "examples" / "filtered_search.py"  # a copy beside the first lines of its sample
+    script.parent.mkdir()
+    script.write_bytes((EXAMPLES / script.name).read_bytes())
+    (script.parent / "data").mkdir()
+    _head(QUORA, script.parent / "data", 400)
+    out = _run(str(script), "--engine", engine)
     assert "questions match the filter" in out and " words]  " in out
 
 
@@ -48,8 +53,8 @@ def test_quora_duplicates_calibrates_and_reports(tmp_path: Path) -> None:
     assert "F1" in out and "AP" in out
 
 
-def test_quora_similar_pairs_prints_labelled_pairs() -> None:
-    out = _run("quora_similar_pairs.py", "--top", "3")
+def test_quora_similar_pairs_prints_labelled_pairs(tmp_path: Path) -> None:
+    out = _run("quora_similar_pairs.py", "--top", "3", "--data", str(_head(QUORA, tmp_path, 400)))
     assert "Quora label" in out and "encoded" in out
 
 
