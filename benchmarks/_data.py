@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import spearmanr
 
+from sbert_qdrant.encoder import cpu
+
 
 def read_stsb(path: Path) -> tuple[list[str], list[str], list[float]]:
     """sentence1, sentence2 and gold score columns of an STS-B TSV (gzip or plain)."""
@@ -144,15 +146,4 @@ def read_scifact(
 
 def cpu_summary() -> str:
     """The CPU's model and the flags that decide encoder speed (speed figures are only comparable within a run)."""
-    model, flags = "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name") and model == "unknown CPU":
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-                break
-    except OSError:
-        pass
-    wanted = ["avx2", "avx512f", "avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile"]
-    return f"{model}, {os.cpu_count()} cores, flags: {' '.join(f for f in wanted if f in flags) or 'none of note'}"
+    return cpu.summary()

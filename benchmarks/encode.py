@@ -36,9 +36,8 @@ from sentence_transformers import SentenceTransformer
 
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.dedup import mine_pairs
-from sbert_qdrant.encoder import runtime
+from sbert_qdrant.encoder import cpu, runtime
 from sbert_qdrant.encoder.loading import resolve_model_folder
-from sbert_qdrant.encoder.runtime import native_bf16_cpu
 
 ANCHOR = "sentence-transformers fp32"
 PEERS = ("st-onnx", "st-openvino", "st-openvino-int8", "fastembed")
@@ -77,7 +76,7 @@ def in_process_engines(folder: str, batch: int, device: str, calibration: list[s
     for precision in precisions:
         encoder = SentenceEncoder.load(folder, device=device, precision=precision)  # type: ignore[arg-type]
         label = f"auto = {encoder.precision}" if precision == "auto" else precision
-        label += f" ({encoder.quantization})" if encoder.quantization else ""
+        label += f" ({encoder.int8_mode})" if encoder.int8_mode else ""
         engines.append(Engine(f"sbert-qdrant {label}", lambda t, e=encoder: e.encode(t, batch_size=batch)))
         if precision == "auto" and device == "cpu":
             engines.append(
@@ -85,9 +84,7 @@ def in_process_engines(folder: str, batch: int, device: str, calibration: list[s
             )
     if device == "cpu":
         static = static_int8(folder, calibration)
-        engines.append(
-            Engine(f"sbert-qdrant int8 ({static.quantization})", lambda t: static.encode(t, batch_size=batch))
-        )
+        engines.append(Engine(f"sbert-qdrant int8 ({static.int8_mode})", lambda t: static.encode(t, batch_size=batch)))
     return engines
 
 
@@ -103,7 +100,7 @@ def static_int8(folder: str, calibration: list[str]) -> SentenceEncoder:
     print(
         f"static int8 start-up: load fp32 {loaded - start:.2f} s; load + calibrate on {len(calibration)} texts + "
         f"quantize {calibrated - loaded:.2f} s; reload from the cached calibration {reloaded - calibrated:.2f} s "
-        f"({encoder.quantization})"
+        f"({encoder.int8_mode})"
     )
     return encoder
 
@@ -182,7 +179,7 @@ def verdicts(ratios: dict[str, dict[str, float]]) -> None:
     """The issue's targets, judged on this run."""
     auto = next(name for name in ratios if name.startswith("sbert-qdrant auto"))
     int8_peer = next((name for name in ratios if "static int8" in name), None)
-    native = native_bf16_cpu()
+    native = cpu.native_bf16()
     targets = {"short": SHORT_TARGET, "long": LONG_TARGET} if native else {"short": AVX2_TARGET}
     for workload, target in targets.items():
         ratio = ratios[auto][workload]
@@ -204,7 +201,7 @@ def headline(folder: str, texts: list[str], batch: int, precision: str = "auto")
     """The most similar pair among ``texts`` at ``precision``: encode + mine_pairs, timed end to end (int8 reads the
     calibration cached by ``static_int8``)."""
     encoder = SentenceEncoder.load(folder, device="cpu", precision=precision)  # type: ignore[arg-type]
-    target = HEADLINE_SECONDS if torch.cpu.get_capabilities().get("amx_bf16") else HEADLINE_NO_AMX_SECONDS
+    target = HEADLINE_SECONDS if cpu.has("amx_bf16") else HEADLINE_NO_AMX_SECONDS
     encoder.encode(texts[:64], batch_size=batch)
     start = time.perf_counter()
     vectors = np.asarray(encoder.encode(texts, batch_size=batch))
@@ -212,7 +209,7 @@ def headline(folder: str, texts: list[str], batch: int, precision: str = "auto")
     (i, j, score), *_ = mine_pairs(vectors, threshold=0.0, top_k=1)
     total = time.perf_counter() - start
     verdict = "met" if total <= target else "NOT met"
-    kind = f"{encoder.precision}{f' {encoder.quantization}' if encoder.quantization else ''}"
+    kind = f"{encoder.precision}{f' {encoder.int8_mode}' if encoder.int8_mode else ''}"
     print(
         f"\nmost similar pair among {len(texts):,} real sentences, precision {precision} ({kind}): encode "
         f"{encoded - start:.2f} s + mine_pairs {total - (encoded - start):.2f} s = {total:.2f} s "

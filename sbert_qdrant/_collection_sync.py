@@ -9,71 +9,36 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
-from functools import partial
 from typing import Any, Literal
 
-import numpy as np
 from qdrant_client import QdrantClient, models
 
+from ._bulk_sync import resume_and_optimize
+from ._context_sync import CollectionContext
 from ._documents_sync import Documents
-from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
+from ._duplicates import DuplicatePair
 from ._filters import engine_filter
-from ._pipeline_sync import Pipeline, Step
-from ._runtime_sync import Lock, run_blocking
-from ._schema import (
-    _NAME,
-    KINDS,
-    CollectionSettings,
-    Kind,
-    OnConflict,
-    holds_documents,
-    paused_indexing,
-    stored_threshold,
-    with_calibration,
-    with_documents,
-    with_paused_indexing,
-)
-from ._search import (
-    SearchMode,
-    SearchPlan,
-    check_queries,
-    engine_searches,
-    hits,
-    payload_selector,
-    rerank_depth,
-    reranked,
-    search_plan,
-)
-from ._vectors import point_vectors, show_progress
-from .dedup import Calibration, best_f1_threshold
-from .documents import chunks_only, encoded_text, first_chunks_only, is_chunk, texts_only
+from ._reembed_sync import point_alias, reembed_into
+from ._runtime_sync import run_blocking
+from ._schema import KINDS, CollectionSettings, Kind, OnConflict
+from ._search import SearchMode, rerank_depth, reranked, search_plan
+from ._texts_sync import Texts
+from .dedup import Calibration
+from .documents import DocumentHit, Scoring, StoredDocument, chunks_only, first_chunks_only
 from .encoder import Bm25, CrossEncoder, SentenceEncoder
 from .encoder.protocol import TextEncoder
 from .errors import InvalidArgumentError
-from .records import (
-    CheckedRecord,
-    Hit,
-    Key,
-    PreparedPoint,
-    StoredText,
-    UpsertResult,
-    check_ids,
-    checked_batches,
-    point_id,
-    split_payload,
-    text_point,
-)
+from .records import Hit, Key, StoredText, UpsertResult
 from .settings import Settings
 from .store import RetryPolicy
-from .store.base import Distance, Fusion, PointVectors, Quantization, StoredRecord
+from .store.base import Distance, Fusion, Quantization
 from .store.factory import open_store
 from .store.protocol_sync import VectorStore
 
 __all__ = ["DuplicatePair", "TextCollection"]
 
 
-class TextCollection(Documents):
+class TextCollection:
     """A Qdrant collection of texts (and documents) embedded by a SentenceEncoder.
 
     Engine: ``location=`` (embedded Qdrant Edge on disk), ``url=``/``api_key=`` (a Qdrant server or Qdrant Cloud),
@@ -117,7 +82,7 @@ class TextCollection(Documents):
         settings: Settings | None = None,
     ) -> None:
         settings = settings or Settings()
-        self._config = CollectionSettings.checked(
+        config = CollectionSettings.checked(
             collection_name,
             encoder or SentenceEncoder.load(settings.model, device=settings.device, precision=settings.precision),
             sparse=sparse,
@@ -133,115 +98,51 @@ class TextCollection(Documents):
             show_progress_bar=show_progress_bar,
             text_field=text_field,
         )
-        self._store: VectorStore = open_store(location, url, api_key, client, settings, retry, store)
-        self._recreate = recreate
-        self._ready = False
-        self._ready_lock = Lock()
-        #: BM25 of the collection as it is (None until checked or created, and for a dense-only collection).
-        self._bm25: Bm25 | None = None
-        #: Whether the collection holds documents (as it was opened, or written by this instance): only then do
-        #: text reads pay for the filter that leaves chunks out (local mode evaluates it point by point).
-        self._documents = False
+        opened = open_store(location, url, api_key, client, settings, retry, store)
+        self._ctx = CollectionContext(config, opened, recreate)
+        self._texts = Texts(self._ctx)
+        self._documents = Documents(self._ctx)
 
     @property
     def collection_name(self) -> str:
-        return self._config.collection_name
+        return self._ctx.name
 
     @property
     def encoder(self) -> TextEncoder:
-        return self._config.encoder
+        return self._ctx.config.encoder
 
     @property
     def distance(self) -> str:
         """The distance of the dense vectors (``"cosine"``, ``"dot"``, ``"euclid"``, ``"manhattan"``)."""
-        return self._config.distance
+        return self._ctx.config.distance
 
     def __repr__(self) -> str:
-        return self._config.describe(type(self).__name__, self._store)
+        return self._ctx.config.describe(type(self).__name__, self._ctx.store)
 
     # -- lifecycle -------------------------------------------------------------------------------------------------
 
-    def _ensure(self, create: bool) -> None:
-        """Check (and on a write, create) the collection once per instance."""
-        with self._ready_lock:
-            if self._ready:
-                return
-            config, name = self._config, self.collection_name
-            if self._recreate and create:
-                self._store.drop(name)
-                self._recreate = False
-            existing = self._store.describe(name)
-            if existing is not None:
-                self._bm25 = config.existing_bm25(existing)
-                self._documents = holds_documents(existing.metadata)
-            elif not create:
-                raise config.missing()
-            else:
-                self._store.create(config.spec())
-                for field_name, schema in config.payload_indexes_to_create().items():
-                    self._store.create_payload_index(name, field_name, schema)
-                self._bm25 = config.bm25
-                self._documents = False
-            self._ready = True
-
-    def _ensure_writable(self, bulk: bool, documents: bool = False) -> None:
-        """Create the collection if needed; record, before the first chunk is written, that it holds documents;
-        for a bulk load, pause the engine's background indexing (recorded too, so that ``optimize`` restores it
-        even after a crash)."""
-        self._ensure(create=True)
-        name = self.collection_name
-        if documents and not self._documents:
-            self._store.update_metadata(name, with_documents(self._store.metadata(name)))
-            self._documents = True
-        threshold = self._store.indexing_threshold(name) if bulk else None
-        if threshold is None:
-            return  # not a bulk load, or an engine without background indexing
-        current = self._store.metadata(name)
-        if paused_indexing(current) is None and threshold != 0:
-            self._store.update_metadata(name, with_paused_indexing(current, threshold))
-        self._store.set_indexing_threshold(name, 0)
-
-    def _finish(self, bulk: bool) -> None:
-        """End a bulk load: every write applied, background indexing restored, the index built."""
-        if bulk:
-            # A point operation with wait=True returns once every earlier write of each shard's queue is applied.
-            self._store.delete(self.collection_name, None, _NOTHING, True)
-            self.optimize()
-
-    def _texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
-        """The filter of a text read: chunks left out when the collection holds documents."""
-        return texts_only(query_filter) if self._documents else query_filter
-
     def exists(self) -> bool:
         """Whether the collection exists in the engine."""
-        return self._store.describe(self.collection_name) is not None
+        return self._ctx.store.describe(self.collection_name) is not None
 
     def create_payload_index(self, field_name: str, schema: models.PayloadSchemaType) -> None:
         """Index a payload field so that filters on it stay fast (creates the collection if needed)."""
-        self._ensure(create=True)
-        self._store.create_payload_index(self.collection_name, field_name, schema)
+        self._ctx.ensure(create=True)
+        self._ctx.store.create_payload_index(self.collection_name, field_name, schema)
 
     def optimize(self) -> None:
         """After a load: Edge builds its HNSW index now; a server gets back the background indexing a bulk load
         paused (also one that crashed) and is waited on until green."""
-        self._ensure(create=False)
-        name = self.collection_name
-        current = self._store.metadata(name)
-        paused = paused_indexing(current)
-        if paused is not None:
-            self._store.set_indexing_threshold(name, paused)
-            self._store.update_metadata(name, with_paused_indexing(current, None))
-        self._store.optimize(name)
+        resume_and_optimize(self._ctx)
 
     def delete_collection(self) -> None:
         """Drop the collection and everything in it."""
-        self._store.drop(self.collection_name)
-        self._ready = False
-        self._documents = False
+        self._ctx.store.drop(self.collection_name)
+        self._ctx.dropped()
 
     def close(self) -> None:
         """Release the engine (an Edge folder's lock, a client this collection opened)."""
-        self._store.close()
+        self._ctx.store.close()
 
     def __enter__(self) -> TextCollection:
         return self
@@ -282,51 +183,9 @@ class TextCollection(Documents):
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        config = self._config
-        batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
-        shape = config.given_vectors(vectors_from, vectors)
-        pipeline = Pipeline(
-            self.collection_name,
-            partial(self._plan_texts, on_conflict=on_conflict, wait=wait and not bulk),
-            partial(self._ensure_writable, bulk),
-            show_progress(config, show_progress_bar),
+        return self._texts.upsert(
+            texts, ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
-        result = pipeline.run(checked_batches(texts, ids, payloads, batch, vectors, shape))
-        self._finish(bulk)
-        return result
-
-    def _plan_texts(
-        self, batch: tuple[list[CheckedRecord], list[CheckedRecord]], on_conflict: OnConflict, wait: bool
-    ) -> Step:
-        every, keep = batch
-        return self._plan_points([r.id for r in every], [text_point(r) for r in keep], on_conflict, wait)
-
-    def _plan_copies(self, batch: list[StoredRecord], on_conflict: OnConflict, wait: bool) -> Step:
-        """The write of stored points of another collection, re-encoded (``reembed``)."""
-        points = [PreparedPoint(r.id, r.id, encoded_text(r.payload or {}), dict(r.payload or {})) for r in batch]
-        return self._plan_points([r.id for r in batch], points, on_conflict, wait)
-
-    def _plan_points(self, ids: list[Key], points: list[PreparedPoint], on_conflict: OnConflict, wait: bool) -> Step:
-        """The write of a batch: ``ids`` of every record in it, ``points`` those to write unless already stored
-        (``on_conflict="skip"``)."""
-        if on_conflict == "skip" and points:
-            stored = self._store.existing_ids(self.collection_name, [p.point_id for p in points])
-            todo = [p for p in points if p.point_id not in stored]
-        else:
-            todo = points
-        writing = {p.point_id for p in todo}
-        return Step(
-            ids=ids,
-            writes=[p.id for p in todo],
-            stored=[p.id for p in points if p.point_id not in writing],
-            encode=partial(point_vectors, self._config, self._bm25, [p.text for p in todo], _given(todo)),
-            write=partial(self._write_points, todo, wait) if todo else None,
-        )
-
-    def _write_points(self, points: list[PreparedPoint], wait: bool, vectors: PointVectors | None) -> None:
-        if vectors is not None:
-            ids, payloads = [p.point_id for p in points], [p.payload for p in points]
-            self._store.upsert(self.collection_name, ids, vectors, payloads, wait)
 
     def reembed(
         self,
@@ -346,76 +205,20 @@ class TextCollection(Documents):
         ``delete_collection`` it. A calibrated duplicate threshold is not copied (it belongs to the old model).
         Holds every point's payload (not its vector) in memory while it copies.
         """
-        config = self._config
-        config.require_writable()
-        batch = config.check_write(batch_size, on_conflict, self._store.upsert_batch)
-        if collection_name == self.collection_name:
-            raise InvalidArgumentError(
-                f"collection_name={collection_name!r} is this collection; re-embed into a new one, then move readers."
-            )
-        target = type(self)(
-            collection_name,
-            encoder,
-            store=self._store,
-            vector_name=config.vector_name,
-            sparse=None,  # set below: this collection's BM25 settings, once known
-            distance=config.distance,
-            on_disk=config.on_disk,
-            hnsw=config.hnsw,
-            quantization=config.quantization,
-            shard_number=config.shard_number,
-            replication_factor=config.replication_factor,
-            payload_indexes=config.payload_indexes,
-            encode_batch_size=config.encode_batch_size,
-            show_progress_bar=config.show_progress_bar,
-        )
-        self._ensure(create=False)
-        target._config = replace(target._config, bm25=self._bm25, bm25_explicit=self._bm25 is not None)
-        records: list[StoredRecord] = []
-        for page in self._store.scroll(self.collection_name, config.vector_name, False, 1024, None):
-            records.extend(page)
-        pipeline = Pipeline(
-            collection_name,
-            partial(target._plan_copies, on_conflict=on_conflict, wait=not bulk),
-            partial(target._ensure_writable, bulk, documents=self._documents),
-            show_progress(config, show_progress_bar),
-            unit="point",
-        )
-        result = pipeline.run(records[i : i + batch] for i in range(0, len(records), batch))
-        target._finish(bulk)
-        return result
+        return reembed_into(self._ctx, collection_name, encoder, batch_size, on_conflict, bulk, show_progress_bar)
 
     def set_alias(self, alias: str) -> None:
         """Make ``alias`` name this collection, moved atomically from the collection it named (a server, local
         mode): readers open ``TextCollection(alias, encoder)`` and switch over with no gap. Qdrant Edge has no
         aliases (open the new name there)."""
-        if not isinstance(alias, str) or not _NAME.fullmatch(alias) or alias == self.collection_name:
-            raise InvalidArgumentError(
-                f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
-                "than the collection's own."
-            )
-        self._ensure(create=False)
-        self._store.set_alias(alias, self.collection_name)
+        point_alias(self._ctx, alias)
 
     def delete_texts(
         self, ids: Sequence[Key] | None = None, *, query_filter: models.Filter | None = None, wait: bool = True
     ) -> None:
         """Delete texts by id (as ``upsert_texts`` returned them; unknown ones are ignored) or by a filter; a
         document's chunks are never touched (``delete_documents`` deletes documents)."""
-        self._config.require_writable()
-        if (ids is None) == (query_filter is None):
-            raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
-        points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)] if ids is not None else []
-        selected = engine_filter(query_filter) if ids is None else None
-        self._ensure(create=False)
-        if ids is not None and not points:
-            return
-        if ids is not None and not self._documents:
-            self._store.delete(self.collection_name, [str(p) for p in points], None, wait)
-            return
-        if ids is not None:
-            selected = models.Filter(must=[models.HasIdCondition(has_id=points)])
-        self._store.delete(self.collection_name, None, texts_only(selected), wait)
+        self._texts.delete(ids, query_filter, wait)
 
     # -- reads -----------------------------------------------------------------------------------------------------
 
@@ -425,16 +228,13 @@ class TextCollection(Documents):
         if kind not in KINDS:
             raise InvalidArgumentError(f"kind={kind!r} must be one of {KINDS}.")
         selected = engine_filter(query_filter)
-        self._ensure(create=False)
-        only = {"texts": self._texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)
-        return self._store.count(self.collection_name, only)
+        self._ctx.ensure(create=False)
+        only = {"texts": self._ctx.texts_only, "documents": first_chunks_only, "chunks": chunks_only}[kind](selected)
+        return self._ctx.store.count(self.collection_name, only)
 
     def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
         """Stored texts by id, in the order asked; unknown ids (and documents' ids) are left out."""
-        point_ids = [point_id(key) for key in check_ids(ids)]
-        self._ensure(create=False)
-        found = self._store.retrieve(self.collection_name, self._config.vector_name, point_ids, with_vectors)
-        return _stored_texts(point_ids, found, self._config.text_field)
+        return self._texts.get(ids, with_vectors)
 
     def search_text(
         self,
@@ -502,44 +302,110 @@ class TextCollection(Documents):
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         depth = rerank_depth(rerank, rerank_candidates, limit)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
-        found = self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
+        found = self._texts.search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is None or not found:
             return found
-        return run_blocking(reranked, self._config, list(queries), found, rerank, limit)
+        return run_blocking(reranked, self._ctx.config, list(queries), found, rerank, limit)
 
-    def _search(
+    # -- documents -------------------------------------------------------------------------------------------------
+
+    def upsert_documents(
         self,
-        queries: Sequence[str],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: bool,
-        plan: SearchPlan,
-        rerank: CrossEncoder | None = None,
-    ) -> list[list[Hit]]:
-        config = self._config
-        texts, selected = check_queries(config, queries, limit, query_filter, score_threshold, plan)
-        self._ensure(create=False)
-        if not texts:
-            return []
-        searches = run_blocking(engine_searches, config, self._bm25, texts, plan)
-        found = self._store.query(
-            self.collection_name,
-            searches,
-            limit,
-            self._texts_only(selected),
-            score_threshold,
-            payload_selector(config, with_payload, rerank),
+        documents: Iterable[Any],
+        ids: Sequence[Key] | None = None,
+        payloads: Sequence[Mapping[str, Any] | None] | None = None,
+        chunk_tokens: int | None = None,
+        overlap_tokens: int | None = None,
+        batch_size: int | None = None,
+        wait: bool = True,
+        on_conflict: OnConflict = "overwrite",
+        show_progress_bar: bool | None = None,
+        *,
+        context_field: str | None = None,
+        vectors: Sequence[Any] | None = None,
+        vectors_from: str | None = None,
+        bulk: bool = False,
+    ) -> UpsertResult:
+        """Chunk, embed and store documents; returns one id per document (yours, else derived from its text).
+
+        Each document is split with the encoder's tokenizer into chunks of at most ``chunk_tokens`` (default: all
+        the encoder reads), at sentence or word boundaries, neighbours sharing ``overlap_tokens`` (default: an
+        eighth of a chunk). ``context_field`` names a payload field (a title, a heading) put before every chunk of
+        its document when the chunk is encoded (dense and BM25), so that a chunk from the middle keeps its topic;
+        the stored chunk text and offsets are the document's own. A changed document replaces all its chunks (its
+        new chunks are written first, then the old version's removed; re-running after a crash in between removes
+        them); an unchanged one is not re-encoded. ``on_conflict="skip"`` leaves any stored version alone.
+        ``documents`` takes the same shapes as ``upsert_texts``' texts; ``batch_size`` counts chunks. Chunk vectors
+        encoded elsewhere come as in ``upsert_texts``, one array per document with a row per input of
+        ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
+        ``upsert_texts``.
+        """
+        return self._documents.upsert(
+            documents,
+            ids,
+            payloads,
+            chunk_tokens,
+            overlap_tokens,
+            batch_size,
+            wait,
+            on_conflict,
+            show_progress_bar,
+            context_field,
+            vectors,
+            vectors_from,
+            bulk,
         )
-        return [hits(config, rows) for rows in found]
+
+    def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
+        """Delete documents (every chunk) by id; unknown ids are ignored."""
+        self._documents.delete(ids, wait)
+
+    def get_document(self, id: Key) -> StoredDocument | None:
+        """A stored document, its text rebuilt from its chunks, or None."""
+        return self._documents.get(id)
+
+    def search_documents(
+        self,
+        query: str,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        *,
+        mode: SearchMode = "dense",
+        fusion: Fusion = "dbsf",
+        weights: Sequence[float] | None = None,
+        chunks: int = 3,
+        score: Scoring = "max",
+        candidates: int | None = None,
+        rerank: CrossEncoder | None = None,
+        rerank_candidates: int = 50,
+        search_params: models.SearchParams | None = None,
+    ) -> list[DocumentHit]:
+        """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
+
+        score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
+        their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
+        are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
+        rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
+        search_params: as in ``search_text``.
+        """
+        return self._documents.search(
+            query,
+            limit,
+            query_filter,
+            score_threshold,
+            mode,
+            fusion,
+            weights,
+            chunks,
+            score,
+            candidates,
+            rerank,
+            rerank_candidates,
+            search_params,
+        )
 
     # -- duplicates ------------------------------------------------------------------------------------------------
-
-    def _threshold(self, threshold: float | None) -> float:
-        if threshold is not None:
-            return threshold
-        self._ensure(create=False)
-        return stored_threshold(self._store.metadata(self.collection_name))
 
     def find_duplicates(
         self, text_or_texts: str | Sequence[str], threshold: float | None = None, limit: int = 10
@@ -549,51 +415,16 @@ class TextCollection(Documents):
         The record stored from the very same text (without an id of its own) is not its own duplicate.
         """
         texts: list[str] = [text_or_texts] if isinstance(text_or_texts, str) else list(text_or_texts)
-        cut = self._threshold(threshold)
-        found = self._search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
-        results = without_self(texts, found, limit)
+        results = self._texts.find_duplicates(texts, threshold, limit)
         return results[0] if isinstance(text_or_texts, str) else results
 
     def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
         """Best-F1 cosine threshold on (text, text, is_duplicate) pairs, stored with the collection."""
-        left, right, labels = split_pairs(labelled_pairs)
-        scores = run_blocking(pair_scores, self._config, left, right)
-        calibration = best_f1_threshold(scores, labels)
-        self._ensure(create=True)
-        current = self._store.metadata(self.collection_name)
-        self._store.update_metadata(self.collection_name, with_calibration(current, calibration))
-        return calibration
+        return self._texts.calibrate_threshold(labelled_pairs)
 
     def mine_duplicates(
         self, threshold: float | None = None, top_k: int = 5, limit: int | None = None, block_size: int = 2048
     ) -> list[DuplicatePair]:
         """The most similar pairs of stored texts (paraphrase mining), best first, each text's ``top_k`` best;
         ``block_size`` texts are compared with all at a time (memory: ``block_size`` x texts scores)."""
-        cut = self._threshold(threshold)
-        records: list[StoredRecord] = []
-        pages = self._store.scroll(self.collection_name, self._config.vector_name, True, 1024, self._texts_only(None))
-        for page in pages:
-            records.extend(page)
-        return run_blocking(most_similar_pairs, self._config, records, cut, top_k, limit, block_size)
-
-
-#: Matches no point: the filter of the barrier write that ends a bulk load.
-_NOTHING = models.Filter(must=[models.HasIdCondition(has_id=["00000000-0000-0000-0000-000000000000"])])
-
-
-def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
-    """The points' vectors when they were encoded elsewhere (all or none were: ``records.checked_batches``)."""
-    given = [p.vector for p in points if p.vector is not None]
-    return given if given else None
-
-
-def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:
-    """The texts found, in the order asked (by point id); missing ones and documents' chunks left out."""
-    by_id = {r.id: r for r in found if not is_chunk(r.payload or {})}
-    out = []
-    for point in dict.fromkeys(order):
-        record = by_id.get(point)
-        if record is not None:
-            key, text, fields = split_payload(point, record.payload, text_field)
-            out.append(StoredText(key, text, fields, record.vector, point))
-    return out
+        return self._texts.mine_duplicates(threshold, top_k, limit, block_size)

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: Numeric precisions of the encoders ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
+#: The static int8 native kernels: "auto" builds (or loads the cached) library where the CPU runs it; "off" never.
+NativeKernels = Literal["auto", "off"]
+
+
+def default_cache() -> Path:
+    """``~/.cache/sbert-qdrant``."""
+    return Path.home() / ".cache" / "sbert-qdrant"
 
 
 def redact_url(url: str) -> str:
@@ -41,6 +49,19 @@ class Settings(BaseSettings):
     timeout: float = Field(default=30.0, gt=0, description="seconds per request to a Qdrant server")
     retry_attempts: int = Field(default=6, ge=1)
     retry_max_seconds: float = Field(default=60.0, gt=0)
+    cache: Path = Field(
+        default_factory=default_cache, description="folder of int8 calibrations and the native kernels' library"
+    )
+    native: NativeKernels = Field(
+        default="auto", description="'off': static int8 never builds or loads its native kernels (PyTorch's paths)"
+    )
+
+    @field_validator("cache", mode="before")
+    @classmethod
+    def _expand_cache(cls, value: object) -> object:
+        if value in ("", None):  # an empty variable means the default, as unset
+            return default_cache()
+        return Path(str(value)).expanduser()
 
     @property
     def safe_url(self) -> str | None:

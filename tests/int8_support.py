@@ -10,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sbert_qdrant.encoder import static_int8
+from sbert_qdrant.encoder import cpu
 
 DATA = Path(__file__).parent / "data"
-STATIC = static_int8.static_int8_unsupported() is None
-needs_static = pytest.mark.skipif(
-    not STATIC, reason=f"static int8 falls back here: {static_int8.static_int8_unsupported()}"
-)
+STATIC = cpu.vnni_int8_unsupported() is None
+needs_static = pytest.mark.skipif(not STATIC, reason=f"static int8 falls back here: {cpu.vnni_int8_unsupported()}")
 
 
 def nli_sentences() -> list[str]:

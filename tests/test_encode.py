@@ -92,7 +92,7 @@ def test_reduced_precisions_stay_close_to_fp32(precision: str, tolerance: float)
 
 
 def test_int8_quantizes_all_but_the_first_layer(tiny_encoder: SentenceEncoder) -> None:
-    from sbert_qdrant.encoder.runtime import int8_layer_names
+    from sbert_qdrant.encoder.int8.quantize import int8_layer_names
 
     names = int8_layer_names(tiny_encoder.transformer.model)
     assert names and not any(".layer.0." in n for n in names)

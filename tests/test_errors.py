@@ -1,4 +1,4 @@
-"""The exception tree: the classes are where the tree in ``sbert_qdrant.errors`` (and the README) draws them."""
+"""The exception tree: the classes are where the tree in ``sbert_qdrant.errors`` (and docs/errors.md) draws them."""
 
 from __future__ import annotations
 

@@ -34,7 +34,7 @@ def _head(source: Path, folder: Path, lines: int) -> Path:
 def test_rag_retrieval_cites_its_sources() -> None:
     out = _run("rag_retrieval.py", "How do I resume an interrupted load?", "--top", "2")
     assert "indexed" in out and "Q: How do I resume an interrupted load?" in out
-    assert re.search(r"\[\w+\.md \d+:\d+, ", out)  # each quote cites its file and character offsets
+    assert re.search(r"\[[\w.-]+\.md \d+:\d+, ", out)  # each quote cites its file and character offsets
 
 
 @pytest.mark.parametrize("engine", ["edge", "memory"])

@@ -1,9 +1,10 @@
-"""Int8 self-attention of static int8 encoders (``native_layers.py``, its kernel in ``kernels/int8.cpp`` loaded by
-``native.py``): the kernel, run through :class:`StaticInt8SelfAttention` with real static int8 Linears, against
-PyTorch's fp32 attention on the same dequantized q/k/v (head sizes 32 and 64, padded batches, split over threads);
-``key_validity`` for every mask form transformers passes; and with the real default model: attention installed where
-the kernel runs, calibrations carrying ``output_reach``, PyTorch's attention (saying why) where the kernel cannot
-run or the calibration predates ``output_reach``, and padded, single and threaded batches tracking fp32."""
+"""Int8 self-attention of static int8 encoders (``int8/native_layers.py``, its kernel in ``int8/kernels/int8.cpp``
+loaded by ``int8/native.py``): the kernel, run through :class:`StaticInt8SelfAttention` with real static int8
+Linears, against PyTorch's fp32 attention on the same dequantized q/k/v (head sizes 32 and 64, padded batches, split
+over threads); ``key_validity`` for every mask form transformers passes; and with the real default model: attention
+installed where the kernel runs, activation ranges carrying ``output_reach``, PyTorch's attention (saying why) where
+the kernels are switched off or the ranges predate ``output_reach``, and padded, single and threaded batches tracking
+fp32."""
 
 from __future__ import annotations
 
@@ -16,21 +17,22 @@ import torch
 from int8_support import held_out_texts, needs_static, nli_sentences
 
 from sbert_qdrant import SentenceEncoder
-from sbert_qdrant.encoder import native, native_layers, static_int8
-from sbert_qdrant.encoder.native_layers import ZERO_POINT, StaticInt8SelfAttention, key_validity
-from sbert_qdrant.encoder.static_int8 import Calibration, StaticInt8Linear
+from sbert_qdrant.encoder.int8 import calibration, native, native_layers
+from sbert_qdrant.encoder.int8.build import compiler
+from sbert_qdrant.encoder.int8.calibration import ActivationRanges
+from sbert_qdrant.encoder.int8.linear import StaticInt8Linear
+from sbert_qdrant.encoder.int8.native_layers import ZERO_POINT, StaticInt8SelfAttention, key_validity
 
+KERNEL_UNSUPPORTED = native.native_unsupported() or (None if compiler() else "no C++ compiler")
 needs_kernel = pytest.mark.skipif(
-    native.native_unsupported() is not None, reason=f"the int8 kernels cannot run here: {native.native_unsupported()}"
+    KERNEL_UNSUPPORTED is not None, reason=f"the int8 kernels cannot run here: {KERNEL_UNSUPPORTED}"
 )
 
 
 @pytest.fixture(scope="module", autouse=True)
-def kernels(cache: Path) -> Iterator[object]:
-    """The kernels as this module's cache builds them (not as an earlier module's left them loaded)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(native, "_library", [])
-        yield native.native_library()
+def kernels(cache: Path) -> object:
+    """The kernels as this module's cache builds them (each cache folder loads its own library)."""
+    return native.native_library()
 
 
 # --- the kernel against PyTorch --------------------------------------------------------------------------------
@@ -58,7 +60,7 @@ def attention_case(head_size: int, lengths: list[int], seed: int = 0) -> tuple[S
     output = StaticInt8Linear(torch.nn.Linear(heads * head_size, 16), real.amin(0), real.amax(0))
     quantized = [StaticInt8Linear(linear, low, high, weight_reach=shared) for linear in linears]
     reach = tuple(float(y.abs().max()) for y in fp32)
-    module = StaticInt8SelfAttention(*quantized, heads, output, reach)  # type: ignore[arg-type]
+    module = StaticInt8SelfAttention(native.native_library(), *quantized, heads, output, reach)  # type: ignore[arg-type]
     return module, {"x": x, "mask": mask, "heads": heads, "output": output, "reach": reach}
 
 
@@ -149,19 +151,20 @@ def test_padded_positions_get_no_attention() -> None:
 @needs_kernel
 def test_a_head_size_the_kernel_cannot_run_is_refused() -> None:
     module, case = attention_case(32, [12, 5])
-    odd = StaticInt8SelfAttention(module.query, module.key, module.value, 16, case["output"], case["reach"])
+    parts = (module.query, module.key, module.value)
+    odd = StaticInt8SelfAttention(module.library, *parts, 16, case["output"], case["reach"])
     with pytest.raises(ValueError, match="head size 8"), torch.inference_mode():  # 16 heads of 8 columns
         odd(case["x"], case["mask"])
 
 
-def test_query_key_value_share_one_input_quantization_only_with_a_shared_weight_reach() -> None:
+def test_query_key_value_share_one_input_scale_only_with_a_shared_weight_reach() -> None:
     linears = [torch.nn.Linear(32, 32) for _ in range(3)]
     low, high = -torch.rand(32) * 4, torch.rand(32) * 4
     shared = torch.stack([linear.weight.detach().abs().amax(0) for linear in linears]).amax(0)
     together = [StaticInt8Linear(linear, low, high, weight_reach=shared) for linear in linears]
     apart = [StaticInt8Linear(linear, low, high) for linear in linears]
-    assert together[0].shares_quantization(*together[1:])
-    assert not apart[0].shares_quantization(*apart[1:])
+    assert together[0].shares_input_scale(*together[1:])
+    assert not apart[0].shares_input_scale(*apart[1:])
 
 
 # --- key_validity -----------------------------------------------------------------------------------------------
@@ -211,11 +214,11 @@ def attention_modules(encoder: SentenceEncoder) -> list[StaticInt8SelfAttention]
     return [m for m in encoder.modules() if isinstance(m, StaticInt8SelfAttention)]
 
 
-def saved_calibration(folder: Path) -> tuple[Path, Calibration]:
+def saved_ranges(folder: Path) -> tuple[Path, ActivationRanges]:
     (path,) = (folder / "int8").glob("*.safetensors")
-    calibration = Calibration.read(path)
-    assert calibration is not None
-    return path, calibration
+    ranges = ActivationRanges.read(path)
+    assert ranges is not None
+    return path, ranges
 
 
 def assert_tracks_fp32(encoder: SentenceEncoder, exact: SentenceEncoder, texts: list[str], **kwargs: object) -> None:
@@ -235,29 +238,29 @@ def test_static_encoder_runs_int8_attention(
     modules = attention_modules(static_encoder)
     assert len(modules) == layers
     for module in modules:
-        assert module.query.shares_quantization(module.key, module.value)
+        assert module.query.shares_input_scale(module.key, module.value)
         assert module.query.output_dtype == torch.uint8
-    _, calibration = saved_calibration(cache)
-    names = static_int8.quantized_layer_names(default_encoder.transformer.model)
-    assert set(calibration.output_reach) == set(calibration.low) == set(names)
-    assert all(reach > 0 for reach in calibration.output_reach.values())
+    _, ranges = saved_ranges(cache)
+    names = calibration.quantized_layer_names(default_encoder.transformer.model)
+    assert set(ranges.output_reach) == set(ranges.low) == set(names)
+    assert all(reach > 0 for reach in ranges.output_reach.values())
     assert list((cache / "kernels").glob("int8-*.so"))
 
 
 @pytest.mark.slow
 @needs_static
-def test_without_the_kernel_attention_stays_pytorch_saying_why(
+def test_switched_off_attention_stays_pytorch_saying_why(
     static_encoder: SentenceEncoder,  # calibrates the module's cache
     default_encoder: SentenceEncoder,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    monkeypatch.setattr(native, "_library", [])
-    monkeypatch.setattr(native, "native_unsupported", lambda: "no kernel here (simulated)")
-    with caplog.at_level("WARNING", logger="sbert_qdrant.encoder.native"):
+    monkeypatch.setenv("SBERT_QDRANT_NATIVE", "off")
+    with caplog.at_level("INFO", logger="sbert_qdrant.encoder.int8.native"):
         encoder = SentenceEncoder.load(device="cpu", precision="int8")
-    assert "no kernel here (simulated)" in caplog.text
-    assert encoder.quantization == "static" and not attention_modules(encoder)
+    assert "without its int8 kernels" in caplog.text and "SBERT_QDRANT_NATIVE=off" in caplog.text
+    assert encoder.int8_mode == "static" and not attention_modules(encoder)
+    assert not any(isinstance(m, native_layers.ResidualLayerNorm) for m in encoder.modules())
     assert_tracks_fp32(encoder, default_encoder, held_out_texts()[::4])
 
 
@@ -270,17 +273,17 @@ def test_a_calibration_without_output_reach_loads_and_is_redone_given_its_texts(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    path, current = saved_calibration(cache)
+    path, current = saved_ranges(cache)
     older = tmp_path / path.relative_to(cache)
-    Calibration(current.low, current.high, current.texts_digest).save(older)  # as saved before output_reach
+    ActivationRanges(current.low, current.high, current.texts_digest).save(older)  # as saved before output_reach
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
     encoder = SentenceEncoder.load(device="cpu", precision="int8")
-    assert encoder.quantization == "static" and not attention_modules(encoder)
+    assert encoder.int8_mode == "static" and not attention_modules(encoder)
     assert_tracks_fp32(encoder, default_encoder, held_out_texts()[::4])
     again = SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())
-    _, redone = saved_calibration(tmp_path)
+    _, redone = saved_ranges(tmp_path)
     assert set(redone.output_reach) == set(redone.low)
-    if native.native_unsupported() is None:
+    if KERNEL_UNSUPPORTED is None:
         assert attention_modules(again)
 
 

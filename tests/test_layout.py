@@ -1,8 +1,8 @@
 """The map in the repo: which layer each module belongs to, and which layers it may import.
 
-DESIGN.md ("Layers") draws the package as layers through which data flows down, never up. This test reads every
-module with ``ast`` (imports inside functions and ``if TYPE_CHECKING:`` blocks included) and fails on an import
-against the rules below, and on a module the table does not place, so the table stays a complete map.
+docs/architecture.md ("Layers") draws the package as layers through which data flows down, never up. This test
+reads every module with ``ast`` (imports inside functions and ``if TYPE_CHECKING:`` blocks included) and fails on an
+import against the rules below, and on a module the table does not place, so the table stays a complete map.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_layers_import_only_downwards() -> None:
-    """Each layer imports only the layers MAY_IMPORT allows it (see DESIGN.md, "Layers")."""
+    """Each layer imports only the layers MAY_IMPORT allows it (see docs/architecture.md, "Layers")."""
     violations = []
     for module, path in MODULES.items():
         layer = layer_of(module)
@@ -147,3 +147,55 @@ def test_restricted_third_party_imports() -> None:
             if allowed is not None and layer_of(module) not in allowed:
                 violations.append(f"{where(module, line)} imports {target}; only allowed in: {sorted(allowed)}")
     assert not violations, "\n".join(violations)
+
+
+def import_cycles() -> list[list[str]]:
+    """Groups of package modules that import each other, directly or round a loop (Tarjan's strongly connected
+    components over every import, those inside functions included: a cycle Python tolerates is still a knot)."""
+    graph = {
+        module: sorted({target for _, target in imports(module, path) if target in MODULES and target != module})
+        for module, path in MODULES.items()
+    }
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    for root in graph:
+        if root in order:
+            continue
+        # Iterative, so that a long import chain cannot hit the recursion limit.
+        work = [(root, iter(graph[root]))]
+        order[root] = low[root] = len(order)
+        stack.append(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in order:
+                    order[successor] = low[successor] = len(order)
+                    stack.append(successor)
+                    work.append((successor, iter(graph[successor])))
+                    break
+                if successor in stack:
+                    low[node] = min(low[node], order[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == order[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_cycles() -> None:
+    """No two modules of the package import each other, even round a loop or from inside a function."""
+    cycles = import_cycles()
+    assert not cycles, "import cycles (move what both sides need into a module of its own):\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in cycles
+    )

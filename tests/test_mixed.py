@@ -1,4 +1,4 @@
-"""Texts and documents in one collection never leak into each other (README "Texts and documents in one collection"):
+"""Texts and documents in one collection never leak into each other (docs/documents.md, "Texts and documents ..."):
 every text call sees texts only, every document call documents only, on every engine and both flavours; and the
 collection's public seams: any encoder with the TextEncoder members, any store passed as ``store=``."""
 

@@ -10,7 +10,7 @@ import torch
 from conftest import tiny_transformer
 
 from sbert_qdrant import CrossEncoder, InvalidArgumentError, Pooling, SentenceEncoder
-from sbert_qdrant.encoder import runtime
+from sbert_qdrant.encoder import cpu, runtime
 from sbert_qdrant.settings import Settings
 from sbert_qdrant.training import SoftmaxLoss, Trainer
 
@@ -26,7 +26,7 @@ def tiny(precision: str = "auto") -> SentenceEncoder:
 def test_auto_picks_bf16_only_on_cpus_with_native_bf16(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, native: bool, chosen: str
 ) -> None:
-    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: native)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: native)
     with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.runtime"):
         encoder = tiny()
     assert encoder.precision == chosen and encoder.auto_precision
@@ -37,25 +37,25 @@ def test_auto_picks_bf16_only_on_cpus_with_native_bf16(
 
 
 def test_explicit_precision_is_kept_and_not_marked_auto(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: True)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
     encoder = tiny("fp32")
     assert encoder.precision == "fp32" and not encoder.auto_precision and "(auto)" not in repr(encoder)
 
 
 def test_the_cpu_test_reads_torch_capabilities() -> None:
     capabilities = torch.cpu.get_capabilities()
-    assert runtime.native_bf16_cpu() == bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+    assert cpu.native_bf16() == bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
 
 
 def test_load_defaults_to_auto_and_the_cross_encoder_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: False)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
     assert SentenceEncoder.load(device="cpu").auto_precision
     fresh = CrossEncoder.from_transformer(device="cpu")
     assert fresh.precision == "fp32" and not fresh.auto_precision  # a new head is for training
 
 
 def test_training_an_auto_half_precision_encoder_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runtime, "native_bf16_cpu", lambda: True)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
     encoder = tiny()
     with pytest.raises(InvalidArgumentError, match=r"precision='bf16' \(chosen by precision='auto'.*precision='fp32'"):
         Trainer(encoder, [(SoftmaxLoss(encoder), [])])

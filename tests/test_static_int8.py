@@ -1,5 +1,7 @@
 """Static int8 (issue 26): vectors track fp32 on real text with the default model, a reload reads the cached
-calibration instead of calibrating again, and without VNNI (or a calibration) int8 falls back to dynamic, saying why."""
+calibration instead of calibrating again, without VNNI (or a calibration) int8 falls back to dynamic, saying why, and
+without its native kernels (switched off, or no compiler) it runs on PyTorch's paths, saying why. Activation ranges
+save atomically."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import pytest
 from int8_support import held_out_texts, needs_static, nli_sentences
 
 from sbert_qdrant import Normalize, Pooling, SentenceEncoder
-from sbert_qdrant.encoder import native, static_int8
+from sbert_qdrant.encoder import cpu
+from sbert_qdrant.encoder.int8 import calibration, linear, native_layers
+from sbert_qdrant.encoder.int8.calibration import ActivationRanges
 from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError, SbertQdrantError
 
 
@@ -19,7 +23,7 @@ from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError, SbertQd
 @needs_static
 def test_static_int8_vectors_track_fp32(static_encoder: SentenceEncoder, default_encoder: SentenceEncoder) -> None:
     texts = held_out_texts()
-    assert static_encoder.quantization == "static"
+    assert static_encoder.int8_mode == "static"
     cosines = (np.asarray(static_encoder.encode(texts)) * np.asarray(default_encoder.encode(texts))).sum(axis=1)
     assert cosines.min() > 0.98, cosines.min()
     assert cosines.mean() > 0.995, cosines.mean()
@@ -33,15 +37,15 @@ def test_reload_reads_the_cached_calibration(
     def no_calibration(*_: object) -> None:
         raise AssertionError("a reload calibrated again")
 
-    monkeypatch.setattr(static_int8, "calibrate", no_calibration)
-    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.static_int8"):
+    monkeypatch.setattr(calibration, "calibrate", no_calibration)
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.int8.calibration"):
         again = SentenceEncoder.load(device="cpu", precision="int8")
         same_texts = SentenceEncoder.load(device="cpu", precision="int8", calibration_texts=nli_sentences())
     assert "calibration read from" in caplog.text and str(cache) in caplog.text
     texts = held_out_texts()[:40]
     first = np.asarray(static_encoder.encode(texts))
     for reloaded in (again, same_texts):
-        assert reloaded.quantization == "static"
+        assert reloaded.int8_mode == "static"
         assert (np.asarray(reloaded.encode(texts)) * first).sum(axis=1).min() > 0.9999
 
 
@@ -56,10 +60,10 @@ def test_cpu_without_vnni_falls_back_to_dynamic_saying_why(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
-    monkeypatch.setattr(static_int8, "static_int8_unsupported", lambda: "the CPU has no VNNI (simulated)")
+    monkeypatch.setattr(cpu, "vnni_int8_unsupported", lambda: "the CPU has no VNNI (simulated)")
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8(calibration_texts=nli_sentences())
-    assert encoder.quantization == "dynamic"
+    assert encoder.int8_mode == "dynamic"
     assert "runs dynamic int8: the CPU has no VNNI (simulated)" in caplog.text
     assert not any(tmp_path.rglob("*.safetensors"))  # nothing calibrated or written
 
@@ -71,7 +75,7 @@ def test_no_calibration_falls_back_to_dynamic_naming_the_fix(
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8()
-    assert encoder.quantization == "dynamic"
+    assert encoder.int8_mode == "dynamic"
     assert "calibration_texts=" in caplog.text
 
 
@@ -107,7 +111,7 @@ def test_cross_encoder_runs_static_int8_tracking_fp32(cache: Path) -> None:
         precision="int8",
         calibration_pairs=list(zip(sentences[:60], sentences[60:], strict=True)),
     )
-    assert quantized.quantization == "static"
+    assert quantized.int8_mode == "static"
     texts = held_out_texts()
     pairs = list(zip(texts[:75], texts[75:150], strict=True))
     assert pearsonr(exact.predict(pairs), quantized.predict(pairs)).statistic > 0.95
@@ -122,14 +126,75 @@ def test_static_int8_runs_eagerly_without_a_compiler(
     def no_compiler(*_: object, **__: object) -> object:
         raise RuntimeError("no C++ compiler (simulated)")
 
-    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
-    monkeypatch.setattr(static_int8, "_compiled", [])
-    monkeypatch.setattr(native, "_library", [])
-    monkeypatch.setattr(native, "_compiler", lambda: None)
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))  # no library built here yet
+    monkeypatch.setenv("PATH", str(tmp_path / "no-compiler-here"))
+    monkeypatch.delenv("CXX", raising=False)
+    monkeypatch.setattr(linear, "_compiled", [])
     monkeypatch.setattr(torch, "compile", no_compiler)
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8(calibration_texts=nli_sentences())
-    assert encoder.quantization == "static"
+    assert encoder.int8_mode == "static"
     assert "without its int8 kernels" in caplog.text and "no C++ compiler" in caplog.text
     assert "quantizes activations eagerly" in caplog.text and "no C++ compiler (simulated)" in caplog.text
     assert np.isfinite(np.asarray(encoder.encode(nli_sentences()[:8]))).all()
+
+
+@needs_static
+def test_switched_off_static_int8_runs_without_kernels_saying_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    monkeypatch.setenv("SBERT_QDRANT_NATIVE", "off")
+    with caplog.at_level(logging.INFO):
+        encoder = tiny_int8(calibration_texts=nli_sentences())
+    assert encoder.int8_mode == "static"
+    assert "without its int8 kernels" in caplog.text and "SBERT_QDRANT_NATIVE=off" in caplog.text
+    kernel_modules = (native_layers.StaticInt8SelfAttention, native_layers.ResidualLayerNorm)
+    assert not any(isinstance(m, kernel_modules) for m in encoder.modules())
+    assert not any(isinstance(m, linear.StaticInt8Linear) and m.native_quantize for m in encoder.modules())
+    assert not (tmp_path / "kernels").exists()  # nothing built
+    assert np.isfinite(np.asarray(encoder.encode(nli_sentences()[:8]))).all()
+
+
+def test_activation_ranges_save_atomically_beside_the_target(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    ranges = ActivationRanges({"a": torch.zeros(4)}, {"a": torch.ones(4)}, "digest", {"a": 2.0})
+    path = tmp_path / "int8" / "model.safetensors"
+    ranges.save(path)
+    ranges.save(path)  # over an existing file
+    again = ActivationRanges.read(path)
+    assert again is not None and again.texts_digest == "digest" and again.output_reach == {"a": 2.0}
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left behind
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(calibration, "save_file", interrupted)
+    with pytest.raises(OSError, match="disk full"):
+        ActivationRanges({}, {}, "other").save(path)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    kept = ActivationRanges.read(path)
+    assert kept is not None and kept.texts_digest == "digest"  # the old file is whole
+
+
+def test_concurrent_saves_of_one_model_do_not_collide(tmp_path: Path) -> None:
+    """Two processes calibrating the same model save to one path: each writes its own temporary file (a fixed
+    temporary name would be renamed away under the other writer)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    path = tmp_path / "model.safetensors"
+    low = {f"layer{i}": -torch.rand(4096) for i in range(16)}  # long enough writes to overlap
+    high = {name: -t for name, t in low.items()}
+
+    def save(writer: int) -> None:
+        for _ in range(5):
+            ActivationRanges(low, high, f"writer {writer}").save(path)
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(save, range(4)))
+    saved = ActivationRanges.read(path)
+    assert saved is not None and saved.texts_digest.startswith("writer ")
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]

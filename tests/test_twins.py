@@ -15,7 +15,7 @@ from sbert_qdrant import AsyncTextCollection, TextCollection
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The documented surface of both collections (README "Text collections"); anything else is private.
+#: The documented surface of both collections (docs/collections.md, search.md, documents.md); anything else is private.
 DOCUMENTED = {
     "collection_name",
     "encoder",

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import SbertQdrantError
 
-_COMMAND_GROUPS = ("encode", "collections", "demo", "training", "mcp")
+_COMMAND_GROUPS = ("encode", "collections", "demo", "training", "kernels", "mcp")
 #: Verbs whose group is the only one imported when they are run: an agent's MCP client times out on a server that
 #: first loads torch for the other commands' options.
 _ALONE = {"mcp": "mcp"}

@@ -1,4 +1,5 @@
-"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; BM25 sparse term weights."""
+"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; BM25 sparse term weights;
+static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
 
 from __future__ import annotations
 

@@ -26,9 +26,9 @@ from .cross_loading import (
 )
 from .encoder import _checked_texts
 from .identity import weights_digest
+from .int8 import checked_calibration, int8_mode, static_calibration
 from .loading import resolve_model_folder
-from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
-from .static_int8 import checked_calibration, static_calibration
+from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -81,15 +81,15 @@ class CrossEncoder(nn.Module):
         pairs = checked_calibration(
             calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
         )
-        calibration = None
+        ranges = None
         if precision == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
             self.device = torch.device("cpu")
             digest = weights_digest(transformer)
-            calibration = static_calibration(transformer.model, digest, pairs, self._calibration_batches, self.forward)
-        self.device, chosen = place(self, transformer.model, device, precision, calibration)
+            ranges = static_calibration(transformer.model, digest, pairs, self._calibration_batches, self.forward)
+        self.device, chosen = place(self, transformer.model, device, precision, ranges)
         self.precision = cast(Precision, chosen)
         #: "static" or "dynamic" at precision "int8", else None.
-        self.quantization = int8_kind(transformer.model)
+        self.int8_mode = int8_mode(transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
@@ -109,7 +109,7 @@ class CrossEncoder(nn.Module):
         """Load a cross-encoder folder or hub id (a bare name is looked up under ``cross-encoder/``).
 
         calibration_pairs: with precision "int8", a few hundred (query, text) pairs of your own to calibrate static
-        int8 on, as ``SentenceEncoder``'s ``calibration_texts`` (cached per model; see ``quantization``)."""
+        int8 on, as ``SentenceEncoder``'s ``calibration_texts`` (cached per model; see ``int8_mode``)."""
         if model is None:
             raise InvalidArgumentError(
                 "CrossEncoder.load needs a folder or hub id; no cross-encoder ships with sbert-qdrant. Train one "
@@ -335,7 +335,7 @@ class CrossEncoder(nn.Module):
             f"CrossEncoder({type(self.transformer.model).__name__}, num_labels={self.num_labels}, "
             f"activation={self.activation!r}, max_seq_length={self.max_seq_length}, device={self.device}, "
             f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
-            f"{f' ({self.quantization})' if self.quantization else ''})"
+            f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
 
 

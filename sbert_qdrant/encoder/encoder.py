@@ -15,6 +15,7 @@ from torch import nn
 from ..errors import InvalidArgumentError, InvalidInputError
 from .base import EncoderModule, Features
 from .identity import encoder_identity, model_name, weights_digest
+from .int8 import checked_calibration, int8_mode, static_calibration
 from .layers import Dense, Normalize, l2_normalize
 from .loading import (
     DEFAULT_MODEL,
@@ -25,8 +26,7 @@ from .loading import (
     write_model_config,
 )
 from .pooling import AttentionPooling, Pooling
-from .runtime import Precision, check_precision, int8_kind, length_sorted_batches, place, resolve_device, run_batches
-from .static_int8 import checked_calibration, static_calibration
+from .runtime import Precision, check_precision, length_sorted_batches, place, resolve_device, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class SentenceEncoder(nn.Module):
     default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
     calibration_texts: with precision "int8", a few hundred of your own texts (the first 512 are used) to calibrate
     static int8 on; the calibration is cached per model, so later loads need none. Without texts and a cached
-    calibration, or on a CPU without VNNI, int8 is dynamic (the reason is logged; see ``quantization``).
+    calibration, or on a CPU without VNNI, int8 is dynamic (the reason is logged; see ``int8_mode``).
     """
 
     def __init__(
@@ -74,15 +74,15 @@ class SentenceEncoder(nn.Module):
         texts = checked_calibration(
             calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
         )
-        calibration = None
+        ranges = None
         if precision == "int8":
-            calibration = static_calibration(
+            ranges = static_calibration(
                 self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer
             )
-        self.device, chosen = place(self, self.transformer.model, device, precision, calibration)
+        self.device, chosen = place(self, self.transformer.model, device, precision, ranges)
         self.precision = cast(Precision, chosen)
         #: "static" or "dynamic" at precision "int8", else None.
-        self.quantization = int8_kind(self.transformer.model)
+        self.int8_mode = int8_mode(self.transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
@@ -331,7 +331,7 @@ class SentenceEncoder(nn.Module):
         return (
             f"SentenceEncoder({names}, dimension={self.dimension}, max_seq_length={self.max_seq_length}, "
             f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
-            f"{f' ({self.quantization})' if self.quantization else ''})"
+            f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
-import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import get_args
@@ -16,7 +14,8 @@ from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError
 from ..settings import Precision
-from .static_int8 import Calibration, StaticInt8Linear, quantize_static_int8
+from . import cpu
+from .int8 import ActivationRanges, quantize_int8
 
 logger = logging.getLogger(__name__)
 
@@ -24,9 +23,6 @@ PRECISIONS: tuple[str, ...] = get_args(Precision)
 _HALF_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 #: At most this many batches run at once on a CPU (see ``run_batches``).
 MAX_CPU_STREAMS = 4
-
-#: The numbered block path of a transformer layer: ``encoder.layer.0.`` (BERT, MPNet), ``transformer.layer.0.``.
-_LAYER_INDEX = re.compile(r"\.(\d+)\.")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -62,13 +58,6 @@ def check_precision(precision: str, device: torch.device) -> None:
         )
 
 
-def native_bf16_cpu() -> bool:
-    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX): there bf16 is fast and, for inference,
-    exact-grade. Elsewhere torch emulates bf16, several times slower than fp32."""
-    capabilities = torch.cpu.get_capabilities() if hasattr(torch.cpu, "get_capabilities") else {}
-    return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
-
-
 def resolve_precision(precision: str, device: torch.device) -> str:
     """The precision to run: ``precision`` itself, or for "auto" the fastest exact-grade one on ``device``.
 
@@ -80,7 +69,7 @@ def resolve_precision(precision: str, device: torch.device) -> str:
         return precision
     if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 7:
         chosen, reason = "fp16", "CUDA tensor cores"
-    elif device.type == "cpu" and native_bf16_cpu():
+    elif device.type == "cpu" and cpu.native_bf16():
         chosen, reason = "bf16", "the CPU has native bf16"
     else:
         chosen, reason = "fp32", f"no exact-grade faster precision on this {device.type}"
@@ -93,55 +82,24 @@ def place(
     model: nn.Module,
     device: str | torch.device | None,
     precision: str,
-    calibration: Calibration | None = None,
+    ranges: ActivationRanges | None = None,
 ) -> tuple[torch.device, str]:
     """Move ``module`` to ``device`` and run its ``model`` at ``precision``; the device and precision chosen."""
     target = resolve_device(device)
     chosen = resolve_precision(precision, target)
     module.to(target)
-    apply_precision(model, chosen, calibration)
+    apply_precision(model, chosen, ranges)
     return target, chosen
 
 
-def apply_precision(model: nn.Module, precision: str, calibration: Calibration | None = None) -> nn.Module:
-    """Cast (bf16/fp16) or quantize (int8: static with a ``calibration``, else dynamic) a transformer in place;
-    fp32 is left as is."""
+def apply_precision(model: nn.Module, precision: str, ranges: ActivationRanges | None = None) -> nn.Module:
+    """Cast (bf16/fp16) or quantize (int8: static with calibrated activation ``ranges``, else dynamic) a transformer
+    in place; fp32 is left as is."""
     if precision in _HALF_DTYPES:
         return model.to(_HALF_DTYPES[precision])
     if precision == "int8":
-        return quantize_dynamic_int8(model) if calibration is None else quantize_static_int8(model, calibration)
+        return quantize_int8(model, ranges)
     return model
-
-
-def int8_kind(model: nn.Module) -> str | None:
-    """ "static" or "dynamic" for an int8-quantized transformer, None for one that is not."""
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicInt8Linear
-
-    if any(isinstance(m, StaticInt8Linear) for m in model.modules()):
-        return "static"
-    return "dynamic" if any(isinstance(m, DynamicInt8Linear) for m in model.modules()) else None
-
-
-def int8_layer_names(model: nn.Module) -> list[str]:
-    """The Linear layers int8 quantizes: all but those of the first transformer layer.
-
-    The first layer works on raw word embeddings; keeping it in fp32 halves the STS-B loss of int8
-    (measured on STS-B train with all-MiniLM-L6-v2: -0.44 -> -0.19 Spearman) for 1/N of the speed-up.
-    """
-    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
-    indexed = {name: int(m.group(1)) for name in linears if (m := _LAYER_INDEX.search(name))}
-    first = min(indexed.values(), default=None)
-    return [name for name in linears if indexed.get(name) != first]
-
-
-def quantize_dynamic_int8(model: nn.Module) -> nn.Module:
-    """Dynamic int8 (activations scaled per batch; the fallback of static int8) of all but the first layer."""
-    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-    chosen = dict.fromkeys(int8_layer_names(model), per_channel_dynamic_qconfig)
-    with warnings.catch_warnings():  # torch.ao announces its move to torchao; the API still works
-        warnings.simplefilter("ignore")
-        return quantize_dynamic(model, chosen, dtype=torch.qint8, inplace=True)
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:

@@ -24,8 +24,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..encoder import CrossEncoder, SentenceEncoder
-from ..encoder.runtime import native_bf16_cpu
+from ..encoder import CrossEncoder, SentenceEncoder, cpu
 from ..errors import InvalidArgumentError
 from . import checkpoint as ckpt
 from .data import Example
@@ -132,7 +131,7 @@ def autocast_dtype(precision: TrainPrecision, device: torch.device) -> torch.dty
         return torch.bfloat16
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    if device.type == "cpu" and native_bf16_cpu():
+    if device.type == "cpu" and cpu.native_bf16():
         return torch.bfloat16
     return None
 

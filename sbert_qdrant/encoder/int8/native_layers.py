@@ -9,11 +9,13 @@ modules stay.
 
 from __future__ import annotations
 
+import ctypes
+
 import torch
 from torch import nn
 
-from .native import add_layer_norm, native_library, split
-from .static_int8 import SHARED_INPUT, Bf16Linear, StaticInt8Linear
+from .linear import SHARED_INPUT, Bf16Linear, StaticInt8Linear
+from .native import add_layer_norm, split
 
 #: q, k and v are stored as u8 = value / scale + 128 (symmetric), so the kernel can read them as s8 by flipping a bit.
 ZERO_POINT = 128
@@ -42,11 +44,13 @@ def key_validity(attention_mask: torch.Tensor | None, batch: int, length: int) -
 
 class StaticInt8SelfAttention(nn.Module):
     """A BERT-style self-attention (``query``/``key``/``value`` Linears, bidirectional, padding mask) in int8: one
-    quantization of the input for the three GEMMs (they share its smoothing), u8 q/k/v, the VNNI kernel, and the
-    context returned as u8 in ``output``'s own quantization (its Linear reads u8 as already quantized)."""
+    u8 copy of the input for the three GEMMs (they share its smoothing and scale), u8 q/k/v, the VNNI kernel of
+    ``library``, and the context returned as u8 at ``output``'s own input scale (its Linear reads u8 as already
+    coded)."""
 
     def __init__(
         self,
+        library: ctypes.CDLL,
         query: StaticInt8Linear,
         key: StaticInt8Linear,
         value: StaticInt8Linear,
@@ -55,6 +59,7 @@ class StaticInt8SelfAttention(nn.Module):
         reach: tuple[float, float, float],
     ) -> None:
         super().__init__()
+        self.library = library
         self.query, self.key, self.value, self.heads = query, key, value, heads
         self.head_size = query.out_features // heads
         scales = [max(r, 1e-8) / 127 for r in reach]
@@ -72,8 +77,7 @@ class StaticInt8SelfAttention(nn.Module):
         q, k, v = (linear.gemm(x) for linear in (self.query, self.key, self.value))
         valid = key_validity(attention_mask, batch, length)
         out = torch.empty(batch * length, self.query.out_features, dtype=torch.uint8)
-        library = native_library()
-        assert library is not None  # only installed where it loaded
+        library = self.library
 
         def run(start: int, stop: int) -> int:
             return int(
@@ -89,12 +93,10 @@ class StaticInt8SelfAttention(nn.Module):
         return out.view(batch, length, -1), None
 
 
-def install_int8_attention(model: nn.Module, output_reach: dict[str, float]) -> int:
+def install_int8_attention(model: nn.Module, output_reach: dict[str, float], library: ctypes.CDLL) -> int:
     """Swap each bidirectional BERT-style self-attention whose Linears are static int8 (and whose q/k/v output
-    ranges were calibrated, ``output_reach`` by Linear name) for a :class:`StaticInt8SelfAttention`, in place, where
-    the kernel runs here; returns how many were swapped."""
-    if native_library() is None:
-        return 0
+    ranges were calibrated, ``output_reach`` by Linear name) for a :class:`StaticInt8SelfAttention` run by
+    ``library``, in place; returns how many were swapped."""
     swapped = 0
     for name, module in list(model.named_modules()):
         attention, output = getattr(module, "self", None), getattr(getattr(module, "output", None), "dense", None)
@@ -114,31 +116,29 @@ def install_int8_attention(model: nn.Module, output_reach: dict[str, float]) -> 
             continue
         query, key, value = quantized
         head_size, rest = divmod(query.out_features, heads)
-        if rest or not kernel_head_size(head_size) or not query.shares_quantization(key, value):
+        if rest or not kernel_head_size(head_size) or not query.shares_input_scale(key, value):
             continue
         reach = (output_reach[names[0]], output_reach[names[1]], output_reach[names[2]])
-        module.self = StaticInt8SelfAttention(query, key, value, heads, output, reach)
+        module.self = StaticInt8SelfAttention(library, query, key, value, heads, output, reach)
         swapped += 1
     return swapped
 
 
 class ResidualLayerNorm(nn.Module):
     """A BERT-style sublayer output (``LayerNorm(dense(x) + residual)``, dropout off at inference) whose add and
-    LayerNorm run as one native pass."""
+    LayerNorm run as one native pass of ``library``."""
 
-    def __init__(self, dense: nn.Module, norm: nn.LayerNorm) -> None:
+    def __init__(self, library: ctypes.CDLL, dense: nn.Module, norm: nn.LayerNorm) -> None:
         super().__init__()
-        self.dense, self.LayerNorm = dense, norm
+        self.library, self.dense, self.LayerNorm = library, dense, norm
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor) -> torch.Tensor:
-        return add_layer_norm(self.dense(hidden_states), input_tensor, self.LayerNorm)
+        return add_layer_norm(self.library, self.dense(hidden_states), input_tensor, self.LayerNorm)
 
 
-def install_residual_layer_norms(model: nn.Module) -> int:
+def install_residual_layer_norms(model: nn.Module, library: ctypes.CDLL) -> int:
     """Swap each BERT-style sublayer output (exactly ``dense``, ``LayerNorm`` and ``dropout``, its dense quantized
-    or bf16) for a :class:`ResidualLayerNorm`, in place, where the kernels run; returns how many were swapped."""
-    if native_library() is None:
-        return 0
+    or bf16) for a :class:`ResidualLayerNorm` run by ``library``, in place; returns how many were swapped."""
     swapped = 0
     for name, module in list(model.named_modules()):
         children = dict(module.named_children())
@@ -153,6 +153,6 @@ def install_residual_layer_norms(model: nn.Module) -> int:
             and norm.weight.dtype == torch.float32
         ):
             parent_name, _, child = name.rpartition(".")
-            setattr(model.get_submodule(parent_name), child, ResidualLayerNorm(children["dense"], norm))
+            setattr(model.get_submodule(parent_name), child, ResidualLayerNorm(library, children["dense"], norm))
             swapped += 1
     return swapped

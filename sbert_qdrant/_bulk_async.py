@@ -1,0 +1,67 @@
+"""A collection's write from start to end, and the bulk load's part in it: the engine's background indexing paused
+before the first point (the paused threshold recorded in the collection, so that ``optimize`` restores it even after
+a crash), then one wait for every write and the index built once.
+
+Written once, for asyncio; ``tools/unasync.py`` derives ``_bulk_sync.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
+from typing import TypeVar
+
+from qdrant_client import models
+
+from ._context_async import AsyncCollectionContext
+from ._pipeline_async import Pipeline, Step
+from ._schema import paused_indexing, with_paused_indexing
+from .records import UpsertResult
+
+B = TypeVar("B")
+
+#: Matches no point: the filter of the barrier write that ends a bulk load.
+_NOTHING = models.Filter(must=[models.HasIdCondition(has_id=["00000000-0000-0000-0000-000000000000"])])
+
+
+async def write(
+    context: AsyncCollectionContext,
+    batches: Iterable[B],
+    plan: Callable[[B], Awaitable[Step]],
+    *,
+    bulk: bool,
+    show_progress: bool,
+    documents: bool = False,
+    unit: str = "text",
+) -> UpsertResult:
+    """Write ``batches`` through the pipeline (``plan`` as in ``Pipeline``); the collection is created (and marked
+    as holding ``documents``) once the first batch has passed its checks."""
+    pipeline = Pipeline(context.name, plan, partial(_start, context, bulk, documents), show_progress, unit)
+    result = await pipeline.run(batches)
+    if bulk:
+        # A point operation with wait=True returns once every earlier write of each shard's queue is applied.
+        await context.store.delete(context.name, None, _NOTHING, True)
+        await resume_and_optimize(context)
+    return result
+
+
+async def _start(context: AsyncCollectionContext, bulk: bool, documents: bool) -> None:
+    await context.ensure_writable(documents)
+    threshold = await context.store.indexing_threshold(context.name) if bulk else None
+    if threshold is None:
+        return  # not a bulk load, or an engine without background indexing
+    current = await context.store.metadata(context.name)
+    if paused_indexing(current) is None and threshold != 0:
+        await context.store.update_metadata(context.name, with_paused_indexing(current, threshold))
+    await context.store.set_indexing_threshold(context.name, 0)
+
+
+async def resume_and_optimize(context: AsyncCollectionContext) -> None:
+    """Restore the background indexing a bulk load paused (also one that crashed), then build the index."""
+    await context.ensure(create=False)
+    current = await context.store.metadata(context.name)
+    paused = paused_indexing(current)
+    if paused is not None:
+        await context.store.set_indexing_threshold(context.name, paused)
+        await context.store.update_metadata(context.name, with_paused_indexing(current, None))
+    await context.store.optimize(context.name)

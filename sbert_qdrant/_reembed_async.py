@@ -1,0 +1,91 @@
+"""Moving a collection to another model: every point copied into a new collection, re-encoded, and an alias that
+moves readers over atomically.
+
+Written once, for asyncio; ``tools/unasync.py`` derives ``_reembed_sync.py``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from ._bulk_async import write
+from ._context_async import AsyncCollectionContext
+from ._pipeline_async import Step
+from ._schema import _NAME, CollectionSettings, OnConflict
+from ._texts_async import plan_points
+from ._vectors import show_progress
+from .documents import encoded_text
+from .encoder.protocol import TextEncoder
+from .errors import InvalidArgumentError
+from .records import PreparedPoint, UpsertResult
+from .store.base import StoredRecord
+
+
+async def reembed_into(
+    source: AsyncCollectionContext,
+    collection_name: str,
+    encoder: TextEncoder,
+    batch_size: int | None,
+    on_conflict: OnConflict,
+    bulk: bool,
+    show_progress_bar: bool | None,
+) -> UpsertResult:
+    """Copy every point of ``source`` into ``collection_name`` on the same engine, encoded by ``encoder``
+    (``AsyncTextCollection.reembed``)."""
+    config = source.config
+    config.require_writable()
+    batch = config.check_write(batch_size, on_conflict, source.store.upsert_batch)
+    if collection_name == source.name:
+        raise InvalidArgumentError(
+            f"collection_name={collection_name!r} is this collection; re-embed into a new one, then move readers."
+        )
+    await source.ensure(create=False)
+    target = AsyncCollectionContext(
+        CollectionSettings.checked(
+            collection_name,
+            encoder,
+            sparse=source.bm25,  # the BM25 settings the source was indexed with (None: dense only)
+            vector_name=config.vector_name,
+            distance=config.distance,
+            on_disk=config.on_disk,
+            hnsw=config.hnsw,
+            quantization=config.quantization,
+            shard_number=config.shard_number,
+            replication_factor=config.replication_factor,
+            payload_indexes=config.payload_indexes,
+            encode_batch_size=config.encode_batch_size,
+            show_progress_bar=config.show_progress_bar,
+        ),
+        source.store,
+    )
+    records: list[StoredRecord] = []
+    async for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
+        records.extend(page)
+    return await write(
+        target,
+        (records[i : i + batch] for i in range(0, len(records), batch)),
+        partial(_plan_copies, target, on_conflict=on_conflict, wait=not bulk),
+        bulk=bulk,
+        show_progress=show_progress(config, show_progress_bar),
+        documents=source.documents,
+        unit="point",
+    )
+
+
+async def _plan_copies(
+    target: AsyncCollectionContext, batch: list[StoredRecord], on_conflict: OnConflict, wait: bool
+) -> Step:
+    """The write of stored points of another collection, re-encoded."""
+    points = [PreparedPoint(r.id, r.id, encoded_text(r.payload or {}), dict(r.payload or {})) for r in batch]
+    return await plan_points(target, [r.id for r in batch], points, on_conflict, wait)
+
+
+async def point_alias(context: AsyncCollectionContext, alias: str) -> None:
+    """Make ``alias`` name the collection (``AsyncTextCollection.set_alias``)."""
+    if not isinstance(alias, str) or not _NAME.fullmatch(alias) or alias == context.name:
+        raise InvalidArgumentError(
+            f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
+            "than the collection's own."
+        )
+    await context.ensure(create=False)
+    await context.store.set_alias(alias, context.name)

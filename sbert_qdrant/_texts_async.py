@@ -1,0 +1,224 @@
+"""Texts in a collection: one point each, written, read, searched and mined for duplicates; AsyncTextCollection
+holds an ``AsyncTexts`` over its context and its text methods call it (the arguments are documented there).
+
+Written once, for asyncio; ``tools/unasync.py`` derives ``_texts_sync.py`` (what TextCollection holds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+from qdrant_client import models
+
+from ._bulk_async import write
+from ._context_async import AsyncCollectionContext
+from ._duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
+from ._filters import engine_filter
+from ._pipeline_async import Step
+from ._runtime_async import run_blocking
+from ._schema import OnConflict, stored_threshold, with_calibration
+from ._search import SearchPlan, check_queries, engine_searches, hits, payload_selector
+from ._vectors import point_vectors, show_progress
+from .dedup import Calibration, best_f1_threshold
+from .documents import is_chunk, texts_only
+from .encoder import CrossEncoder
+from .errors import InvalidArgumentError
+from .records import (
+    CheckedRecord,
+    Hit,
+    Key,
+    PreparedPoint,
+    StoredText,
+    UpsertResult,
+    check_ids,
+    checked_batches,
+    point_id,
+    split_payload,
+    text_point,
+)
+from .store.base import PointVectors, StoredRecord
+
+
+@dataclass(frozen=True)
+class AsyncTexts:
+    """The text side of a collection (documents' chunks are never seen or touched here)."""
+
+    context: AsyncCollectionContext
+
+    async def upsert(
+        self,
+        texts: Iterable[Any],
+        ids: Sequence[Key] | None,
+        payloads: Sequence[Mapping[str, Any] | None] | None,
+        batch_size: int | None,
+        wait: bool,
+        on_conflict: OnConflict,
+        show_progress_bar: bool | None,
+        vectors: Sequence[Any] | None,
+        vectors_from: str | None,
+        bulk: bool,
+    ) -> UpsertResult:
+        """Embed (or take as given) and store texts; one id per record."""
+        context = self.context
+        config = context.config
+        batch = config.check_write(batch_size, on_conflict, context.store.upsert_batch)
+        shape = config.given_vectors(vectors_from, vectors)
+        return await write(
+            context,
+            checked_batches(texts, ids, payloads, batch, vectors, shape),
+            partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
+            bulk=bulk,
+            show_progress=show_progress(config, show_progress_bar),
+        )
+
+    async def delete(self, ids: Sequence[Key] | None, query_filter: models.Filter | None, wait: bool) -> None:
+        """Delete texts by id or by a filter, never a document's chunk."""
+        context = self.context
+        context.config.require_writable()
+        if (ids is None) == (query_filter is None):
+            raise InvalidArgumentError("pass ids= (the ids upsert_texts returned) or query_filter=, exactly one.")
+        points: list[models.ExtendedPointId] = [point_id(key) for key in check_ids(ids)] if ids is not None else []
+        selected = engine_filter(query_filter) if ids is None else None
+        await context.ensure(create=False)
+        if ids is not None and not points:
+            return
+        if ids is not None and not context.documents:
+            await context.store.delete(context.name, [str(p) for p in points], None, wait)
+            return
+        if ids is not None:
+            selected = models.Filter(must=[models.HasIdCondition(has_id=points)])
+        await context.store.delete(context.name, None, texts_only(selected), wait)
+
+    async def get(self, ids: Sequence[Key], with_vectors: bool) -> list[StoredText]:
+        """Stored texts by id, in the order asked."""
+        context = self.context
+        point_ids = [point_id(key) for key in check_ids(ids)]
+        await context.ensure(create=False)
+        config = context.config
+        found = await context.store.retrieve(context.name, config.vector_name, point_ids, with_vectors)
+        return _stored_texts(point_ids, found, config.text_field)
+
+    async def search(
+        self,
+        queries: Sequence[str],
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+        plan: SearchPlan,
+        rerank: CrossEncoder | None = None,
+    ) -> list[list[Hit]]:
+        """The engine's ``limit`` best texts for each query (before any cross-encoder)."""
+        context = self.context
+        config = context.config
+        texts, selected = check_queries(config, queries, limit, query_filter, score_threshold, plan)
+        await context.ensure(create=False)
+        if not texts:
+            return []
+        searches = await run_blocking(engine_searches, config, context.bm25, texts, plan)
+        found = await context.store.query(
+            context.name,
+            searches,
+            limit,
+            context.texts_only(selected),
+            score_threshold,
+            payload_selector(config, with_payload, rerank),
+        )
+        return [hits(config, rows) for rows in found]
+
+    async def find_duplicates(self, texts: list[str], threshold: float | None, limit: int) -> list[list[Hit]]:
+        """Each text's stored duplicates, the record stored from the very same text left out."""
+        cut = await self._threshold(threshold)
+        found = await self.search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
+        return without_self(texts, found, limit)
+
+    async def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
+        """Best-F1 threshold on labelled pairs, stored with the collection."""
+        context = self.context
+        left, right, labels = split_pairs(labelled_pairs)
+        scores = await run_blocking(pair_scores, context.config, left, right)
+        calibration = best_f1_threshold(scores, labels)
+        await context.ensure(create=True)
+        current = await context.store.metadata(context.name)
+        await context.store.update_metadata(context.name, with_calibration(current, calibration))
+        return calibration
+
+    async def mine_duplicates(
+        self, threshold: float | None, top_k: int, limit: int | None, block_size: int
+    ) -> list[DuplicatePair]:
+        """The most similar pairs of stored texts, best first."""
+        context = self.context
+        cut = await self._threshold(threshold)
+        records: list[StoredRecord] = []
+        config = context.config
+        async for page in context.store.scroll(context.name, config.vector_name, True, 1024, context.texts_only(None)):
+            records.extend(page)
+        return await run_blocking(most_similar_pairs, config, records, cut, top_k, limit, block_size)
+
+    async def _threshold(self, threshold: float | None) -> float:
+        """The duplicate threshold: given, else calibrated, else the default."""
+        if threshold is not None:
+            return threshold
+        await self.context.ensure(create=False)
+        return stored_threshold(await self.context.store.metadata(self.context.name))
+
+
+async def _plan(
+    context: AsyncCollectionContext,
+    batch: tuple[list[CheckedRecord], list[CheckedRecord]],
+    on_conflict: OnConflict,
+    wait: bool,
+) -> Step:
+    """The write of a batch of texts: every record's id, the points of those kept (a repeat is written once)."""
+    every, keep = batch
+    return await plan_points(context, [r.id for r in every], [text_point(r) for r in keep], on_conflict, wait)
+
+
+async def plan_points(
+    context: AsyncCollectionContext, ids: list[Key], points: list[PreparedPoint], on_conflict: OnConflict, wait: bool
+) -> Step:
+    """The write of a batch of text points: ``ids`` of every record in it, ``points`` those to write unless already
+    stored (``on_conflict="skip"``)."""
+    if on_conflict == "skip" and points:
+        stored = await context.store.existing_ids(context.name, [p.point_id for p in points])
+        todo = [p for p in points if p.point_id not in stored]
+    else:
+        todo = points
+    writing = {p.point_id for p in todo}
+    return Step(
+        ids=ids,
+        writes=[p.id for p in todo],
+        stored=[p.id for p in points if p.point_id not in writing],
+        encode=partial(point_vectors, context.config, context.bm25, [p.text for p in todo], _given(todo)),
+        write=partial(_write_points, context, todo, wait) if todo else None,
+    )
+
+
+async def _write_points(
+    context: AsyncCollectionContext, points: list[PreparedPoint], wait: bool, vectors: PointVectors | None
+) -> None:
+    if vectors is not None:
+        ids, payloads = [p.point_id for p in points], [p.payload for p in points]
+        await context.store.upsert(context.name, ids, vectors, payloads, wait)
+
+
+def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
+    """The points' vectors when they were encoded elsewhere (all or none were: ``records.checked_batches``)."""
+    given = [p.vector for p in points if p.vector is not None]
+    return given if given else None
+
+
+def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:
+    """The texts found, in the order asked (by point id); missing ones and documents' chunks left out."""
+    by_id = {r.id: r for r in found if not is_chunk(r.payload or {})}
+    out = []
+    for point in dict.fromkeys(order):
+        record = by_id.get(point)
+        if record is not None:
+            key, text, fields = split_payload(point, record.payload, text_field)
+            out.append(StoredText(key, text, fields, record.vector, point))
+    return out

@@ -1,0 +1,188 @@
+"""Activation ranges of static int8: measured once on real text (each quantized Linear's input range per channel and
+its output reach), cached per model in the settings' cache folder, so a reload does not calibrate again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from ...errors import InvalidArgumentError
+from ...settings import Settings
+from .. import cpu
+from ..base import Features
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: At most this many texts calibrate (more add time, not accuracy).
+CALIBRATION_TEXTS = 512
+#: Fewer texts than this calibrate with a warning: rare channels' ranges may be missed and clipped later.
+FEW_CALIBRATION_TEXTS = 100
+_FORMAT = "sbert-qdrant static int8 v1"
+
+
+def quantized_layer_names(model: nn.Module) -> list[str]:
+    """The Linear layers static int8 calibrates: those inside the numbered transformer layers (a pooler or a
+    classification head is tiny and stays fp32)."""
+    return [
+        name
+        for name, module in model.named_modules()
+        if isinstance(module, nn.Linear) and ".layer." in name and any(part.isdigit() for part in name.split("."))
+    ]
+
+
+@dataclass(frozen=True)
+class ActivationRanges:
+    """Per quantized Linear: each input channel's smallest and largest value over the calibration texts, and the
+    largest absolute output (``output_reach``; empty in files saved before it was recorded)."""
+
+    low: dict[str, torch.Tensor]
+    high: dict[str, torch.Tensor]
+    texts_digest: str
+    output_reach: dict[str, float] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        """Write to ``path`` atomically: a unique temporary file beside it, then renamed over it (two processes
+        calibrating the same model each write whole files; the last rename wins)."""
+        tensors = {f"{name}.low": t for name, t in self.low.items()} | {f"{n}.high": t for n, t in self.high.items()}
+        tensors |= {f"{name}.output_reach": torch.tensor([reach]) for name, reach in self.output_reach.items()}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+        os.close(handle)
+        try:
+            save_file(tensors, partial, metadata={"format": _FORMAT, "texts": self.texts_digest})
+            os.replace(partial, path)
+        finally:
+            Path(partial).unlink(missing_ok=True)
+
+    @classmethod
+    def read(cls, path: Path) -> ActivationRanges | None:
+        """The ranges saved at ``path``; None when there are none of this format."""
+        if not path.is_file():
+            return None
+        with safe_open(str(path), framework="pt") as f:
+            metadata = f.metadata() or {}
+        if metadata.get("format") != _FORMAT:
+            return None
+        tensors = load_file(str(path))
+        low = {k.removesuffix(".low"): t for k, t in tensors.items() if k.endswith(".low")}
+        high = {k.removesuffix(".high"): t for k, t in tensors.items() if k.endswith(".high")}
+        reach = {k.removesuffix(".output_reach"): float(t) for k, t in tensors.items() if k.endswith(".output_reach")}
+        return cls(low, high, metadata.get("texts", ""), reach)
+
+
+def texts_digest(texts: Sequence[Any]) -> str:
+    return hashlib.blake2b(json.dumps(list(texts)).encode(), digest_size=8).hexdigest()
+
+
+def ranges_path(weights_digest: str) -> Path:
+    """The cached activation ranges of a model (by its fp32 weights' digest)."""
+    return Settings().cache / "int8" / f"{weights_digest}.safetensors"
+
+
+def calibrate(model: nn.Module, batches: Iterable[Features], run: Callable[[Features], object]) -> ActivationRanges:
+    """Run ``batches`` through ``run`` (the fp32 model) and record every quantized Linear's input range (per
+    channel) and output reach."""
+    low: dict[str, torch.Tensor] = {}
+    high: dict[str, torch.Tensor] = {}
+    reach: dict[str, float] = {}
+    hooks = []
+
+    def record(name: str) -> Callable[[nn.Module, tuple[torch.Tensor, ...], torch.Tensor], None]:
+        def hook(_: nn.Module, inputs: tuple[torch.Tensor, ...], output: torch.Tensor) -> None:
+            x = inputs[0].detach().float().reshape(-1, inputs[0].shape[-1])
+            lo, hi = x.amin(0), x.amax(0)
+            low[name] = torch.minimum(low[name], lo) if name in low else lo
+            high[name] = torch.maximum(high[name], hi) if name in high else hi
+            reach[name] = max(reach.get(name, 0.0), float(output.detach().abs().max()))
+
+        return hook
+
+    for name in quantized_layer_names(model):
+        hooks.append(model.get_submodule(name).register_forward_hook(record(name)))
+    try:
+        with torch.inference_mode():
+            for features in batches:
+                run(features)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return ActivationRanges(low, high, "", reach)
+
+
+def checked_calibration(
+    items: object, precision: str, argument: str, check: Callable[[object], list[T]], like: str
+) -> list[T] | None:
+    """A load's calibration ``argument`` as a list checked by ``check`` (None stays None): non-empty, and given
+    with precision "int8" only; ``like`` says what to pass (e.g. "texts like those you will encode")."""
+    if items is None:
+        return None
+    if precision != "int8":
+        raise InvalidArgumentError(
+            f"{argument} calibrate static int8 and need precision='int8', not {precision!r}; drop them."
+        )
+    checked = check(items)
+    if not checked:
+        raise InvalidArgumentError(f"{argument} is empty; pass a few hundred {like}.")
+    return checked
+
+
+def static_calibration(
+    model: nn.Module,
+    weights_digest: str,
+    texts: Sequence[Any] | None,
+    batches: Callable[[list[Any]], Iterable[Features]],
+    run: Callable[[Features], object],
+) -> ActivationRanges | None:
+    """The activation ranges to quantize ``model`` with, or None (with the reason logged) when dynamic int8 must run.
+
+    ``texts`` (texts, or text pairs for a cross-encoder) given: calibrated on (up to ``CALIBRATION_TEXTS`` of)
+    them, unless the cached ranges of these weights came from the same ones; then saved for later loads.
+    None: the cached ranges of these weights.
+    """
+    reason = cpu.vnni_int8_unsupported()
+    if reason is not None:
+        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI to beat it).", reason)
+        return None
+    path = ranges_path(weights_digest)
+    cached = ActivationRanges.read(path)
+    names = set(quantized_layer_names(model))
+    if cached is not None and set(cached.low) != names:
+        cached = None
+    if texts is None:
+        if cached is None:
+            logger.warning(
+                "precision='int8' runs dynamic int8: no calibration for this model in %s; pass "
+                "calibration_texts=[...] (a few hundred of your own texts) once to run static int8.",
+                path.parent,
+            )
+        else:
+            logger.info("static int8: calibration read from %s", path)
+        return cached
+    chosen = list(texts)[:CALIBRATION_TEXTS]
+    digest = texts_digest(chosen)
+    if cached is not None and cached.texts_digest == digest and set(cached.output_reach) == names:
+        logger.info("static int8: calibration read from %s", path)
+        return cached
+    if len(chosen) < FEW_CALIBRATION_TEXTS:
+        logger.warning(
+            "static int8 calibrates on only %d texts: ranges they miss are clipped later; pass at least %d.",
+            len(chosen),
+            FEW_CALIBRATION_TEXTS,
+        )
+    ranges = replace(calibrate(model, batches(chosen), run), texts_digest=digest)
+    ranges.save(path)
+    logger.info("static int8: calibrated on %d texts, saved to %s", len(chosen), path)
+    return ranges

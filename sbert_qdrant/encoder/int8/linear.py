@@ -1,0 +1,165 @@
+"""The Linears of static int8: :class:`StaticInt8Linear` (u8 activations x s8 weights on oneDNN's fused int8 GEMM,
+SmoothQuant-smoothed) and :class:`Bf16Linear` (for the Linears kept out of int8 on a CPU with native bf16)."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+#: SmoothQuant's migration strength: 0 leaves activations alone, 1 moves all their range into the weights.
+SMOOTH_ALPHA = 0.5
+#: Linears that read one input (an attention's projections), by their name in the parent module.
+SHARED_INPUT = ("query", "key", "value")
+
+
+class StaticInt8Linear(nn.Module):
+    """A Linear run as u8 activations (one calibrated scale and zero point) x s8 weights (one scale per output
+    channel), SmoothQuant-smoothed, on oneDNN's fused int8 GEMM with an fp32 output (or bf16, or u8 at a given
+    scale). A u8 input is taken as already coded at this Linear's own input scale.
+
+    ``weight_reach``: each input channel's largest absolute weight to smooth by, when Linears reading the same input
+    (attention's query, key and value) must share one smoothing and so one input scale.
+    """
+
+    x_multiplier: torch.Tensor
+    x_offset: torch.Tensor
+    w_scale: torch.Tensor
+    w_zero_point: torch.Tensor
+    bias: torch.Tensor | None
+
+    def __init__(
+        self,
+        linear: nn.Linear,
+        low: torch.Tensor,
+        high: torch.Tensor,
+        alpha: float = SMOOTH_ALPHA,
+        weight_reach: torch.Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        weight = linear.weight.detach().float()
+        reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
+        if weight_reach is None:
+            weight_reach = weight.abs().amax(0)
+        smooth = (reach**alpha / weight_reach.clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
+        weight = weight * smooth
+        lowest = float(torch.clamp((low / smooth).min(), max=0.0))
+        highest = float(torch.clamp((high / smooth).max(), min=0.0))
+        self.x_scale = max(highest - lowest, 1e-8) / 255
+        self.x_zero_point = min(255, round(-lowest / self.x_scale))
+        # x / smooth / x_scale + zero point, as one multiply-add per element
+        self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
+        self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
+        w_scale = weight.abs().amax(1).clamp(min=1e-8) / 127
+        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
+        self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
+        self.register_buffer("w_scale", w_scale.contiguous())
+        self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
+        self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().contiguous())
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.post_op, self.post_op_algorithm = "none", ""
+        #: bf16 where only this package's quantizer reads the output (FFN up projections on a native-bf16 CPU); u8
+        #: (with ``output_scale`` and ``output_zero_point``) where the int8 attention kernel reads it.
+        self.output_dtype = torch.float32
+        self.output_scale, self.output_zero_point = 1.0, 0
+        #: The native kernel's quantizer (``native.quantize_rows``) where it loaded, set by ``quantize_static_int8``.
+        self.native_quantize: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None
+
+    def fuse_gelu(self) -> None:
+        """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
+        self.post_op, self.post_op_algorithm = "gelu", "none"
+
+    def quantize_output(self, scale: float, zero_point: int) -> None:
+        """Write u8 outputs: ``round(y / scale) + zero_point``, clamped to 0..255."""
+        self.output_dtype, self.output_scale, self.output_zero_point = torch.uint8, scale, zero_point
+
+    def shares_input_scale(self, *others: StaticInt8Linear) -> bool:
+        """Whether ``others`` code their input to u8 exactly as this Linear does (so one u8 copy serves all)."""
+        return all(
+            (o.x_scale, o.x_zero_point) == (self.x_scale, self.x_zero_point)
+            and torch.equal(o.x_multiplier, self.x_multiplier)
+            for o in others
+        )
+
+    def quantize(self, rows: torch.Tensor) -> torch.Tensor:
+        """``rows`` (fp32 or bf16, [n, in_features]) as u8 at this Linear's input scale."""
+        if self.native_quantize is not None:
+            return self.native_quantize(rows, self.x_multiplier, float(self.x_zero_point))
+        quantize = compiled_quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
+        return quantize(rows, self.x_multiplier, self.x_offset)
+
+    def gemm(self, quantized: torch.Tensor) -> torch.Tensor:
+        """The int8 GEMM (with its fused post-op) of quantized rows."""
+        return torch.ops.onednn.qlinear_pointwise(
+            quantized,
+            self.x_scale,
+            self.x_zero_point,
+            self.packed_weight,
+            self.w_scale,
+            self.w_zero_point,
+            self.bias,
+            self.output_scale,
+            self.output_zero_point,
+            self.output_dtype,
+            self.post_op,
+            [],
+            self.post_op_algorithm,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        out = self.gemm(rows if rows.dtype == torch.uint8 else self.quantize(rows))
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def extra_repr(self) -> str:
+        fused = "" if self.post_op == "none" else f", fused {self.post_op}"
+        return f"in_features={self.in_features}, out_features={self.out_features}, static u8 x s8{fused}"
+
+
+class Bf16Linear(nn.Module):
+    """A Linear computed in bf16 (for a CPU with native bf16) between fp32 neighbours."""
+
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(linear.weight.detach().to(torch.bfloat16), requires_grad=False)
+        bias = linear.bias
+        self.bias = None if bias is None else nn.Parameter(bias.detach().to(torch.bfloat16), requires_grad=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x.to(torch.bfloat16), self.weight, self.bias).float()
+
+
+def quantize_rows(rows: torch.Tensor, multiplier: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """``rows * multiplier + offset`` rounded to u8: the activation quantization of :class:`StaticInt8Linear`."""
+    return torch.clamp(torch.round(rows * multiplier + offset), 0, 255).to(torch.uint8)
+
+
+#: Activations of at least this many values are quantized by the compiled pass; smaller ones (short sentences)
+#: eagerly, where the compiled call's fixed overhead outweighs its saving.
+COMPILED_QUANTIZE_SIZE = 1 << 18
+_compiled: list[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = []
+
+
+def compiled_quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
+    """:func:`quantize_rows` compiled into one pass (eager it is four fp32 passes, half of a long batch's time),
+    or eager when torch.compile cannot build here (no C++ compiler); decided once, on first use."""
+    if not _compiled:
+        multiplier, offset = torch.ones(384), torch.tensor(1.0)  # like the Linears' buffers: not inference tensors
+        try:
+            # rows as encode makes them (inference mode), so that no call compiles again; torch's own imports warn of
+            # torch.jit
+            with torch.inference_mode(), warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                compiled = torch.compile(quantize_rows, dynamic=True)
+                compiled(torch.zeros(64, 384), multiplier, offset)
+                compiled(torch.zeros(64, 384, dtype=torch.bfloat16), multiplier, offset)
+        except Exception as exc:  # noqa: BLE001 - any build failure means eager, which is correct
+            logger.warning("static int8 quantizes activations eagerly (slower): torch.compile failed: %s", exc)
+            compiled = quantize_rows
+        _compiled.append(compiled)
+    return _compiled[0]

@@ -1,0 +1,118 @@
+"""The int8 kernels of ``kernels/int8.cpp`` (int8 attention, activation quantization, residual add + LayerNorm),
+loaded from the library ``build.py`` keeps in the cache folder and called through ctypes (which releases the GIL, so
+a call can be split over threads). Where they are not used (``SBERT_QDRANT_NATIVE=off``, no AVX512-VNNI, no library
+and no compiler, a failed build) callers keep their PyTorch paths and the reason is logged.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from ...errors import UnsupportedError
+from ...settings import Settings
+from .. import cpu
+from .build import build_library
+
+logger = logging.getLogger(__name__)
+
+#: Below this many values a call runs on one thread (splitting costs more than it saves).
+SPLIT_SIZE = 1 << 16
+#: The library loaded from each kernels folder (or why none), decided on first use.
+_loaded: dict[Path, tuple[ctypes.CDLL | None, str]] = {}
+_pool: list[ThreadPoolExecutor] = []
+_once = threading.Lock()  # parallel encode streams may ask for the library or the pool first
+
+
+def kernels_folder(settings: Settings | None = None) -> Path:
+    """Where the kernels' library is kept: ``kernels/`` in the settings' cache folder."""
+    return (settings or Settings()).cache / "kernels"
+
+
+def native_unsupported(settings: Settings | None = None) -> str | None:
+    """Why the int8 kernels are not used here, before any build (None: they may be)."""
+    if (settings or Settings()).native == "off":
+        return "SBERT_QDRANT_NATIVE=off"
+    return cpu.avx512_vnni_unsupported()
+
+
+def native_library() -> ctypes.CDLL | None:
+    """The loaded kernels, or None with the reason logged (at INFO when switched off, else as a warning)."""
+    settings = Settings()
+    reason = native_unsupported(settings)
+    if reason is None:
+        folder = kernels_folder(settings)
+        with _once:
+            if folder not in _loaded:
+                _loaded[folder] = _load(folder)
+            library, reason = _loaded[folder]
+        if library is not None:
+            return library
+    level = logging.INFO if settings.native == "off" else logging.WARNING
+    logger.log(level, "static int8 runs without its int8 kernels (PyTorch's attention and quantizer): %s.", reason)
+    return None
+
+
+def _load(folder: Path) -> tuple[ctypes.CDLL | None, str]:
+    try:
+        library = ctypes.CDLL(str(build_library(folder)))
+    except (UnsupportedError, OSError) as exc:
+        return None, str(exc)
+    p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float
+    library.sbq_int8_attention.restype = ctypes.c_int
+    library.sbq_int8_attention.argtypes = [p, p, p, i, p, i, i, i, i, f, f, p, f, p, i, i, i]
+    library.sbq_quantize_rows.restype = None
+    library.sbq_quantize_rows.argtypes = [p, i, i, p, f, p, i, i]
+    library.sbq_add_layer_norm.restype = None
+    library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
+    return library, ""
+
+
+def split(run: Callable[[int, int], int | None], items: int, values: int) -> list[int | None]:
+    """``run(start, stop)`` over ``items`` (of ``values`` values in all), split over torch's share of threads."""
+    threads = torch.get_num_threads()
+    if threads == 1 or items < 2 or values < SPLIT_SIZE:
+        return [run(0, items)]
+    with _once:
+        if not _pool:
+            _pool.append(ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="sbert-qdrant-int8"))
+    bounds = [items * part // threads for part in range(threads + 1)]
+    return list(_pool[0].map(run, bounds[:-1], bounds[1:]))
+
+
+def quantize_rows(library: ctypes.CDLL, rows: torch.Tensor, multiplier: torch.Tensor, offset: float) -> torch.Tensor:
+    """``rows`` (fp32 or bf16, [n, width]) as u8 ``clamp(round(rows * multiplier + offset))`` by the kernel."""
+    rows = rows.contiguous()
+    out = torch.empty(rows.shape, dtype=torch.uint8)
+    width, bf16 = rows.shape[1], int(rows.dtype == torch.bfloat16)
+
+    def run(start: int, stop: int) -> None:
+        library.sbq_quantize_rows(
+            rows.data_ptr(), bf16, width, multiplier.data_ptr(), offset, out.data_ptr(), start, stop
+        )
+
+    split(run, rows.shape[0], rows.numel())
+    return out
+
+
+def add_layer_norm(library: ctypes.CDLL, a: torch.Tensor, b: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+    """``norm(a + b)`` (fp32, normalized over the last dimension) by the kernel, in one pass over memory."""
+    a, b = a.contiguous(), b.contiguous()
+    out = torch.empty_like(a)
+    width = a.shape[-1]
+
+    def run(start: int, stop: int) -> None:
+        library.sbq_add_layer_norm(
+            a.data_ptr(), b.data_ptr(), norm.weight.data_ptr(), norm.bias.data_ptr(), norm.eps, out.data_ptr(),
+            width, start, stop,
+        )  # fmt: skip
+
+    split(run, a.numel() // width, a.numel())
+    return out
