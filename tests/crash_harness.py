@@ -1,7 +1,7 @@
 """Kill ``sbert-qdrant index`` with SIGKILL at many points of its progress, re-running the same command each time.
 
-    python tests/crash_harness.py RECORDS.jsonl MODEL_DIR WORK_DIR --kills 20
-    python tests/crash_harness.py NEW.jsonl MODEL_DIR WORK_DIR --kills 20 --documents --replace OLD.jsonl
+    python tests/crash_harness.py RECORDS.jsonl MODEL_DIR WORK_DIR --kills 8
+    python tests/crash_harness.py NEW.jsonl MODEL_DIR WORK_DIR --kills 8 --documents --replace OLD.jsonl
 
 One process imports the package once, then forks a fresh child for every run: a clean run into ``WORK_DIR/clean``,
 then ``--kills`` runs into ``WORK_DIR/crashed``, each SIGKILLed a random fraction of a batch interval after its j-th
@@ -12,7 +12,8 @@ end; each killed run (into ``WORK_DIR/killed-K``) is followed by the same comman
 Kill points are counted in writes, so a slow or busy machine moves them little (only the sub-batch delay is clock
 time). The child reports each landed write through a pipe: an observer wrapped around the Edge store's ``upsert``
 that adds nothing else. The caller compares the folders. Prints one JSON line: each kill point (writes landed
-before the kill) and how its run ended.
+before the kill) and how its run ended. Its progress goes to stderr as it happens (a dot per landed write, a line per
+run), so that a caller can bound it by progress rather than by the clock.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import os
 import random
 import shutil
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -63,12 +65,16 @@ def _run(argv: list[str], kill_after_writes: int | None = None, delay: float = 0
         if not chunk:  # the child closed the pipe: it ended
             break
         landed += [time.perf_counter()] * chunk.count(b".")
+        sys.stderr.write("." * chunk.count(b"."))
+        sys.stderr.flush()
     else:
         time.sleep(delay)
         os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
-    return os.waitstatus_to_exitcode(status), landed
+    code = os.waitstatus_to_exitcode(status)
+    print(f" run ended with {code} after {len(landed)} writes", file=sys.stderr, flush=True)
+    return code, landed
 
 
 def main() -> None:
@@ -76,7 +82,7 @@ def main() -> None:
     parser.add_argument("records", type=Path)
     parser.add_argument("model", type=Path)
     parser.add_argument("work", type=Path)
-    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--kills", type=int, default=8)
     parser.add_argument("--batch-size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--documents", action="store_true", help="index --documents (long texts chunked)")

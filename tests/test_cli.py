@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from child import run_child
 
 from sbert_qdrant import SentenceEncoder, __version__
 from sbert_qdrant.cli import main
@@ -45,14 +45,11 @@ def test_encode_file_to_npy_matches_the_api(tmp_path: Path, default_encoder: Sen
 
 
 def test_encode_stdin_to_jsonl_in_a_subprocess(tmp_path: Path) -> None:
-    result = subprocess.run(
+    result = run_child(
         [sys.executable, "-m", "sbert_qdrant", "encode", "-o", "-", "--device", "cpu", "--max-seq-length", "4"],
         input="\n".join(TEXTS),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=300,
     )
+    assert result.returncode == 0, result.stderr
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["text"] for r in rows] == TEXTS and len(rows[0]["embedding"]) == 384
     assert "3 truncated at 4 tokens" in result.stderr

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child import run_child
 
 from sbert_qdrant.cli import main
 
@@ -116,13 +116,11 @@ def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.Captur
     assert "does not exist yet" in capsys.readouterr().err
 
 
+@pytest.mark.long
 def test_demo_finds_quora_duplicates_in_a_subprocess(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "sbert_qdrant", "demo", "--queries", "3", "--device", "cpu", "--no-progress"],
+    result = run_child(  # its progress bars (stderr) show it working, however busy the machine
+        [sys.executable, "-m", "sbert_qdrant", "demo", "--queries", "3", "--device", "cpu"],
         cwd=tmp_path,  # not the checkout: the demo finds its sample from anywhere (editable install)
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "Quora questions into Qdrant Edge" in result.stdout

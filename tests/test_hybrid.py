@@ -12,6 +12,7 @@ import pytest
 from conftest import DATA
 from flavours import Engines
 from qdrant_client import models
+from same_hits import assert_ranked_like, assert_same_hits
 
 from sbert_qdrant import Bm25, CollectionMismatchError, SentenceEncoder, UnsupportedError
 from sbert_qdrant.testing import tiny_encoder
@@ -31,10 +32,21 @@ def scifact() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return [r for r in rows if r["kind"] == "doc"], [r for r in rows if r["kind"] == "query"]
 
 
-def _indexed(make: Engines, encoder: SentenceEncoder, docs: list[dict[str, Any]], **options: Any) -> Any:
-    coll = make.open(encoder, **options)
+@pytest.fixture(scope="module")
+def abstract_vectors(
+    default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+) -> np.ndarray:
+    """The abstracts encoded once for the module's dozen collections (the other tests here encode on the way in)."""
+    return default_encoder.encode_document([f"{d['title']} {d['text']}" for d in scifact[0]])
+
+
+def _indexed(make: Engines, encoder: SentenceEncoder, docs: list[dict[str, Any]], vectors: np.ndarray) -> Any:
+    coll = make.open(encoder)
     texts = [f"{d['title']} {d['text']}" for d in docs]
-    coll.upsert_texts(texts, ids=[d["_id"] for d in docs], payloads=[{"half": i % 2} for i in range(len(docs))])
+    payloads = [{"half": i % 2} for i in range(len(docs))]
+    coll.upsert_texts(
+        texts, ids=[d["_id"] for d in docs], payloads=payloads, vectors=vectors, vectors_from=encoder.identity
+    )
     return coll
 
 
@@ -47,15 +59,18 @@ def _mrr(found: list[list[Any]], queries: list[dict[str, Any]]) -> float:
 
 
 def test_every_mode_finds_the_relevant_abstracts_deterministically(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     claims = [q["text"] for q in queries]
     mrr = {}
     for options in MODES:
         found = coll.search_texts(claims, limit=10, **options)
-        assert coll.search_texts(claims, limit=10, **options) == found  # same call, same answer
+        assert_same_hits(found, coll.search_texts(claims, limit=10, **options))  # same call, same answer
         assert all(len(hits) == 10 for hits in found) and all(h.text for hits in found for h in hits)
         mrr[tuple(options.values())] = _mrr(found, queries)
     assert min(mrr.values()) >= 0.6, mrr
@@ -96,22 +111,29 @@ def test_bm25_settings_live_with_the_collection(make: Engines, tiny_encoder: Sen
 
 
 def test_rrf_weights_pull_the_ranking_towards_one_source(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     claim = queries[0]["text"]
-    dense, sparse = ([h.id for h in coll.search_text(claim, limit=5, mode=m)] for m in ("dense", "sparse"))
-    assert dense != sparse
-    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", fusion="rrf", weights=(1.0, 0.0))] == dense
-    assert [h.id for h in coll.search_text(claim, limit=5, mode="hybrid", fusion="rrf", weights=(0.0, 1.0))] == sparse
+    dense, sparse = (coll.search_text(claim, limit=5, mode=m) for m in ("dense", "sparse"))
+    assert [h.id for h in dense] != [h.id for h in sparse]
+    for weights, source in (((1.0, 0.0), dense), ((0.0, 1.0), sparse)):
+        fused = coll.search_text(claim, limit=5, mode="hybrid", fusion="rrf", weights=weights)
+        assert_ranked_like([h.id for h in fused], source)  # RRF scores ranks: the source's order, up to near-ties
 
 
 def test_filters_and_thresholds_apply_to_hybrid_results(
-    make: Engines, default_encoder: SentenceEncoder, scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]]
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
 ) -> None:
     docs, queries = scifact
-    coll = _indexed(make, default_encoder, docs)
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
     odd = models.Filter(must=[models.FieldCondition(key="half", match=models.MatchValue(value=1))])
     for fusion in ("rrf", "dbsf"):
         hits = coll.search_text(queries[1]["text"], limit=8, query_filter=odd, mode="hybrid", fusion=fusion)
@@ -138,12 +160,11 @@ def test_diversity_trades_relevance_for_variety(make: Engines, default_encoder: 
     plain = coll.search_text("learn Python quickly", limit=4)
     assert {h.text for h in plain} == set(PARAPHRASES)
     relevance_only = coll.search_text("learn Python quickly", limit=4, diversity=0.0)
-    assert [h.id for h in relevance_only] == [h.id for h in plain]
-    assert [h.score for h in relevance_only] == pytest.approx([h.score for h in plain], abs=1e-5)
+    assert_same_hits(plain, relevance_only, abs=1e-5)
     varied = coll.search_text("learn Python quickly", limit=4, diversity=0.6)
     assert varied[0].id == plain[0].id and len(varied) == 4
     assert {h.text for h in varied} & set(OTHERS)  # a different angle replaces a paraphrase
-    assert coll.search_text("learn Python quickly", limit=4, diversity=0.6) == varied
+    assert_same_hits(varied, coll.search_text("learn Python quickly", limit=4, diversity=0.6))
 
 
 def test_diversity_over_hybrid_runs_on_edge_and_local_mode_says_it_cannot(

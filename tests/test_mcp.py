@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any
 import mcp
 import pytest
 import torch
+from child import run_child
 from conftest import DATA
 from qdrant_client import QdrantClient, models
 
@@ -334,5 +334,5 @@ async def test_stdio_subprocess(tmp_path: Path) -> None:
 def test_the_command_line_works_without_the_extra() -> None:
     """Without the SDK the command line builds, and ``sbert-qdrant mcp`` says what to install."""
     blocked = "import sys; sys.modules['mcp'] = None; from sbert_qdrant.cli import main; sys.exit(main(['mcp']))"
-    run = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=300)
+    run = run_child([sys.executable, "-c", blocked])
     assert run.returncode == 2 and "pip install 'sbert-qdrant[mcp]'" in run.stderr, run.stderr

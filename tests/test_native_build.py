@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
+from child import Child
 
 from sbert_qdrant.cli import main
 from sbert_qdrant.encoder.int8 import build, native
@@ -126,12 +127,11 @@ def test_processes_building_at_once_build_once(tmp_path: Path) -> None:
     code += "print(build_library(Path(sys.argv[1])))"
     env = {"PATH": str(Path(REAL_COMPILER).parent), "CXX": slow_real}
     env |= {key: value for key, value in os.environ.items() if key in ("PYTHONPATH", "HOME")}
-    processes = [
-        subprocess.Popen([sys.executable, "-c", code, str(folder)], stdout=subprocess.PIPE, text=True, env=env)
-        for _ in range(3)
-    ]
-    paths = {process.communicate(timeout=120)[0].strip() for process in processes}
-    assert all(process.returncode == 0 for process in processes)
+    with ExitStack() as running:  # bounded by progress, not by the clock (tests/child.py)
+        children = [running.enter_context(Child([sys.executable, "-c", code, str(folder)], env=env)) for _ in range(3)]
+        results = [child.finish() for child in children]
+    assert all(result.returncode == 0 for result in results), [result.stderr for result in results]
+    paths = {result.stdout.strip() for result in results}
     assert len(paths) == 1 and Path(paths.pop()).is_file()
     assert calls(slow_real) == 1
     assert len(list(folder.glob("*.so"))) == 1 and not list(folder.glob("*.partial"))

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from child import run_child
 from flavours import FLAVOURS, Blocking
 from qdrant_client import AsyncQdrantClient, QdrantClient
 from qdrant_client.common.client_exceptions import ResourceExhaustedResponse
@@ -189,13 +189,10 @@ def test_cli_errors_and_logs_never_show_secrets(tmp_path: Path) -> None:
         "QDRANT_API_KEY": "sk-very-secret",
         "SBERT_QDRANT_RETRY_ATTEMPTS": "2",
     }
-    result = subprocess.run(
+    result = run_child(
         [sys.executable, "-m", "sbert_qdrant", "-v", "search", "hello", "--device", "cpu", "--no-progress"],
-        capture_output=True,
-        text=True,
         env=env,
         cwd=tmp_path,
-        timeout=120,
     )
     assert result.returncode == 2 and "failed 2 times with transient faults" in result.stderr
     assert "hunter2" not in result.stderr + result.stdout and "sk-very-secret" not in result.stderr + result.stdout

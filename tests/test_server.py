@@ -7,7 +7,6 @@ QDRANT_CLUSTER_URL=http://localhost:6433 ...   # also the sharded, replicated ca
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 import time
 import uuid
@@ -15,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from child import run_child
 from flavours import FLAVOURS, Engines
 from test_bulk import test_a_bulk_load_stores_what_a_plain_one_does  # noqa: F401  (re-run here)
 from test_collection import (  # noqa: F401  (re-run here against the server)
@@ -74,7 +74,8 @@ def test_ingestion_survives_a_server_restart(tiny_encoder: SentenceEncoder) -> N
         writer.start()
         time.sleep(1.0)
         compose = Path(__file__).parent.parent / "docker-compose.yml"
-        subprocess.run(["docker", "compose", "-f", str(compose), "restart", "qdrant"], check=True, timeout=120)
+        restart = run_child(["docker", "compose", "-f", str(compose), "restart", "qdrant"])
+        assert restart.returncode == 0, restart.stderr
         writer.join(timeout=600)
         assert not writer.is_alive() and coll.count() == len(texts)
         coll.delete_collection()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child import run_child
 
 pytest.importorskip("langchain_core")
 
@@ -15,13 +15,10 @@ ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_langchain_rag_example_builds_a_cited_prompt() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "langchain_rag.py"), "How do I run the tests?", "--k", "2"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
+    result = run_child(
+        [sys.executable, str(ROOT / "examples" / "langchain_rag.py"), "How do I run the tests?", "--k", "2"], cwd=ROOT
     )
     assert result.returncode == 0, result.stderr[-3000:]
     out = result.stdout

@@ -14,9 +14,11 @@ pytest.importorskip("langchain_core")
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
+from same_hits import assert_ranked_like, assert_same_hits
 
 from sbert_qdrant import (
     AsyncTextCollection,
+    Hit,
     InvalidArgumentError,
     InvalidInputError,
     SentenceEncoder,
@@ -47,6 +49,11 @@ def store(
     vs = SbertQdrantVectorStore(TextCollection("lc", tiny_encoder, **engine))
     yield vs
     vs.close()
+
+
+def hits(scored: list[tuple[Document, float]]) -> list[Hit]:
+    """LangChain's (document, score) pairs as hits, to compare two answers with ``same_hits``."""
+    return [Hit(d.id, s, d.page_content, d.metadata) for d, s in scored]
 
 
 def test_embeddings_use_the_encoders_prompts(tiny_encoder: SentenceEncoder) -> None:
@@ -90,9 +97,7 @@ def test_filters_qdrant_and_dict(store: SbertQdrantVectorStore) -> None:
     recent = models.Filter(must=[models.FieldCondition(key="year", range=models.Range(gte=2021))])
     assert {d.metadata["year"] for d in store.similarity_search("anything", k=10, filter=recent)} == {2021, 2022}
     as_dict = {"must": [{"key": "year", "range": {"gte": 2021}}]}  # models.Filter's dict form, as TextCollection takes
-    assert store.similarity_search("anything", k=10, filter=as_dict) == store.similarity_search(
-        "anything", k=10, filter=recent
-    )
+    assert_same_hits(*(hits(store.similarity_search_with_score("anything", k=10, filter=f)) for f in (recent, as_dict)))
     either = store.similarity_search("anything", k=10, filter={"year": [2020, 2022]})
     assert sorted(d.metadata["year"] for d in either) == [2020, 2022]
     with pytest.raises(InvalidArgumentError, match="dict filter"):
@@ -117,7 +122,7 @@ def test_mmr_and_relevance_scores_and_retrievers(store: SbertQdrantVectorStore) 
     relevance = store.similarity_search_with_relevance_scores("cats", k=4)
     assert all(0.0 <= score <= 1.0 for _, score in relevance)
     scored = store.similarity_search_with_score("cats", k=4)
-    assert [d for d, _ in relevance] == [d for d, _ in scored]
+    assert_ranked_like([d.id for d, _ in relevance], hits(scored))  # another call: near-equal scores may swap
     assert [(s + 1) / 2 for _, s in scored] == pytest.approx([s for _, s in relevance], abs=1e-6)
     cut = (scored[0][1] + scored[1][1]) / 2
     assert [d for d, _ in store.similarity_search_with_score("cats", k=4, score_threshold=cut)] == [scored[0][0]]
