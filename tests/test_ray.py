@@ -303,3 +303,67 @@ def test_cli_index_reads_files_with_ray_and_resumes(
 def test_read_files_tells_the_format_by_name_or_says_how(paths: list[str], match: str) -> None:
     with pytest.raises(DataFormatError, match=match):
         sbert_ray.read_files(paths)
+
+
+def finished(run: Any, limit: float = 300) -> Any:
+    """``run()`` in a thread, its result; a run still going after ``limit`` seconds (a hang) fails the test instead
+    of hanging the suite (the tiny model stores 40 rows in seconds)."""
+    from concurrent.futures import ThreadPoolExecutor, TimeoutError
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(run).result(timeout=limit)
+    except TimeoutError:
+        pytest.fail(f"the run made no end in {limit:g} s: a CPU-budget deadlock (ray-project/ray#44687)")
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.parametrize(("actors", "cpus_per_actor"), [(2, 1), (1, 2)])
+def test_files_read_while_the_actors_hold_every_cpu_store_every_row(
+    local_ray: None,
+    tmp_path: Path,
+    encoder: SentenceEncoder,
+    model_dir: Path,
+    rows: list[Any],
+    actors: int,
+    cpus_per_actor: float,
+) -> None:
+    assert ray.cluster_resources()["CPU"] == actors * cpus_per_actor  # the pool holds every CPU of the cluster
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        options = {"id_column": "qid", "actors": actors, "cpus_per_actor": cpus_per_actor}
+        result = finished(lambda: upsert_files([str(path)], coll, model_dir, **options))
+        assert (list(result), result.written, coll.count()) == ([r["qid"] for r in rows], len(rows), len(rows))
+    finally:
+        engines.close()
+
+
+def upsert_files(paths: list[str], coll: Any, model_dir: Path, **options: Any) -> Any:
+    options = {"model": model_dir, "precision": "fp32", "batch_size": 8, **options}
+    return sbert_ray.upsert_dataset(sbert_ray.read_files(paths), coll, **options)
+
+
+def test_a_pool_that_cannot_fit_next_to_its_reads_is_refused_with_the_numbers(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, rows: list[Any]
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        read_on_a_cpu = ray.data.read_json(str(path), lines=True)  # Ray's default: each read task asks 1 CPU
+        for dataset, options, match in [
+            (read_on_a_cpu, {"actors": 2}, r"actors=2 x cpus_per_actor=1 holds 2 of the Ray cluster's 2 CPUs"),
+            (read_on_a_cpu, {"cpus_per_actor": 2}, r"actors=1 x cpus_per_actor=2 holds 2 .* ask 1 CPU each"),
+            (ray.data.from_items(rows), {"actors": 3}, r"actors=3 x cpus_per_actor=1 asks 3 CPUs, .* has 2"),
+            (ray.data.from_items(rows), {"gpus_per_actor": 1}, r"asks 1 GPUs, the Ray cluster has 0"),
+        ]:
+            with pytest.raises(InvalidArgumentError, match=match):
+                sbert_ray.upsert_dataset(dataset, coll, id_column="qid", **options)
+        assert not coll.exists()
+    finally:
+        engines.close()

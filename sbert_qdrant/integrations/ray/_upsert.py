@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import ray.data
 
@@ -15,6 +15,7 @@ from ...encoder import encoder_choice
 from ...errors import InvalidArgumentError
 from ...records import Key, UpsertResult
 from ...types import OnConflict, Precision
+from ._cluster import Pool
 from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
 from ._rows import dataset_first_row, record
 from ._sink import QdrantDatasink
@@ -48,8 +49,9 @@ def upsert_dataset(
     ``device`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best) at ``precision`` (None:
     ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU), as ``load_encoder`` does, with this process's settings;
     it must be the collection's model (its identity is checked, another is refused by name). Each actor holds
-    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs. ``batch_size`` rows go to an actor at a
-    time, and into one write.
+    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold, or one
+    that leaves no CPU for the read tasks of a dataset read from files (``read_files`` reads on no CPU), is refused
+    with the numbers. ``batch_size`` rows go to an actor at a time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
@@ -58,8 +60,9 @@ def upsert_dataset(
     Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was written stays
     (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
-    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     pool.check()
+    pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=False)
@@ -104,8 +107,9 @@ def upsert_documents_dataset(
     """``upsert_dataset`` for documents: each row's text chunked (as ``upsert_documents`` does with the same
     ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
     document. ``batch_size`` counts documents."""
-    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     pool.check()
+    pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=True)
@@ -161,28 +165,11 @@ def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequ
     return columns
 
 
-class _Pool(NamedTuple):
-    """The actors that encode: how many, what each holds, and the rows each is given at a time."""
-
-    actors: int
-    cpus: float
-    gpus: float
-    batch_size: int
-
-    def check(self) -> None:
-        for name, count in (("actors", self.actors), ("batch_size", self.batch_size)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidArgumentError(f"{name}={count!r} must be a positive integer.")
-        for name, amount in (("cpus_per_actor", self.cpus), ("gpus_per_actor", self.gpus)):
-            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-                raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
-
-
 def _encoded(
     dataset: ray.data.Dataset,
     actor: type[EncodeTexts] | type[EncodeDocuments],
     options: dict[str, Any],
-    pool: _Pool,
+    pool: Pool,
 ) -> ray.data.Dataset:
     """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
