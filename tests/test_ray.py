@@ -367,3 +367,53 @@ def test_a_pool_that_cannot_fit_next_to_its_reads_is_refused_with_the_numbers(
         assert not coll.exists()
     finally:
         engines.close()
+
+
+def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """``QdrantDatasink`` (the write path of ``url=``) on an embedded collection each write task opens in its worker:
+    a bad row stops its task and is named by its number in the dataset; the re-run with ``on_conflict="skip"``
+    writes only the rest (the rows stored before are not sent) and the collection equals ``upsert_texts``'s."""
+    from functools import partial
+
+    from sbert_qdrant.integrations.ray._upsert import _stored
+
+    columns = sbert_ray.Columns("text", "qid")
+    open_collection = partial(TextCollection, "ray", encoder, location=str(tmp_path / "edge"))
+
+    def write(items: list[dict[str, Any]]) -> Any:
+        dataset = ray.data.from_items(items, override_num_blocks=5)
+        with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
+            skip = _stored(dataset, coll, columns, "skip", documents=False)
+        encoded = dataset.map_batches(
+            sbert_ray.EncodeTexts,
+            fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32"),
+            compute=ray.data.ActorPoolStrategy(size=1),
+            batch_size=8,
+            batch_format="numpy",
+        )
+        sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents=False)
+        encoded.write_datasink(sink, concurrency=1)  # one embedded writer at a time
+        return sink.result
+
+    qids = [r["qid"] for r in rows]
+    broken = [*rows[:30], {"qid": "q30", "text": None, "score": 0.0}, *rows[31:]]
+    with pytest.raises(PartialWriteError, match=r"row 30 \(qid='q30'\): column 'text' is NoneType") as caught:
+        write(broken)
+    written, unwritten = caught.value.written_ids, caught.value.unwritten_ids
+    assert "q30" in unwritten and sorted(written + unwritten) == sorted(qids)  # every row accounted for, once
+    assert written == [q for q in qids if q in written]  # in the dataset's order
+    with open_collection() as coll:
+        assert coll.count() == len(written)
+    result = write(rows)
+    assert (list(result), result.written, result.skipped) == (qids, len(unwritten), len(written))
+    again = write(rows)
+    assert (again.written, again.skipped) == (0, len(rows))
+    with TextCollection("own", encoder, client=QdrantClient(":memory:")) as own, open_collection() as coll:
+        own.upsert_texts([r["text"] for r in rows], ids=qids, payloads=[{"score": r["score"]} for r in rows])
+        mine, theirs = stored(own, qids), stored(coll, qids)
+        assert coll.count() == len(rows)
+        for key in qids:
+            assert mine[key][:2] == theirs[key][:2]
+            assert np.allclose(mine[key][2], theirs[key][2], atol=1e-5)

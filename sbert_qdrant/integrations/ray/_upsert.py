@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 import ray.data
@@ -17,8 +18,8 @@ from ...records import Key, UpsertResult
 from ...types import OnConflict, Precision
 from ._cluster import Pool
 from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
-from ._rows import dataset_first_row, record
-from ._sink import QdrantDatasink
+from ._rows import dataset_first_row, encoded_row
+from ._sink import QdrantDatasink, open_on_server
 
 #: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
 _LOOKUP_BATCH = 1024
@@ -229,12 +230,11 @@ class _Stream:
     def records(self) -> Iterator[dict[str, Any]]:
         number = 0
         for batch in self._batches:
-            for row, stored in enumerate(batch[STORED_COLUMN]):
-                if stored:
-                    self._stored.append(self._columns.key(batch, row))
-                else:
-                    self._stored.append(None)
-                    yield record(batch, row, number, self._columns, self.identity or "")
+            for row in range(len(batch[STORED_COLUMN])):
+                found = encoded_row(batch, row, number, self._columns, self.identity or "")
+                self._stored.append(self._columns.key(batch, row) if found is None else None)
+                if found is not None:
+                    yield found
                 number += 1
 
     def result(self, written: UpsertResult) -> UpsertResult:
@@ -261,6 +261,7 @@ def _write_from_workers(
             collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
         else:
             collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
-    sink = QdrantDatasink(collection, url, columns, on_conflict, documents, chunking)
+    server = partial(open_on_server, collection.collection_name, collection.encoder, url)
+    sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
     encoded.write_datasink(sink)
     return sink.result
