@@ -369,6 +369,30 @@ def test_a_pool_that_cannot_fit_next_to_its_reads_is_refused_with_the_numbers(
         engines.close()
 
 
+def write_from_workers(
+    items: list[dict[str, Any]], open_collection: Any, columns: Any, model_dir: Path, **chunking: Any
+) -> Any:
+    """``items`` encoded by an actor and written by ``QdrantDatasink``'s tasks, each opening ``open_collection`` in
+    its worker (one at a time: one embedded writer); ``on_conflict="skip"``, the stored ids looked up first as
+    ``upsert_dataset`` does. Documents where ``chunking`` is given."""
+    from sbert_qdrant.integrations.ray._upsert import _stored
+
+    documents = bool(chunking)
+    dataset = ray.data.from_items(items, override_num_blocks=5)
+    with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
+        skip = _stored(dataset, coll, columns, "skip", documents=documents)
+    encoded = dataset.map_batches(
+        sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
+        fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32", **chunking),
+        compute=ray.data.ActorPoolStrategy(size=1),
+        batch_size=8 if not documents else 2,
+        batch_format="numpy",
+    )
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents=documents, chunking=chunking)
+    encoded.write_datasink(sink, concurrency=1)
+    return sink.result
+
+
 def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
     local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
 ) -> None:
@@ -377,38 +401,20 @@ def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
     writes only the rest (the rows stored before are not sent) and the collection equals ``upsert_texts``'s."""
     from functools import partial
 
-    from sbert_qdrant.integrations.ray._upsert import _stored
-
     columns = sbert_ray.Columns("text", "qid")
     open_collection = partial(TextCollection, "ray", encoder, location=str(tmp_path / "edge"))
-
-    def write(items: list[dict[str, Any]]) -> Any:
-        dataset = ray.data.from_items(items, override_num_blocks=5)
-        with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
-            skip = _stored(dataset, coll, columns, "skip", documents=False)
-        encoded = dataset.map_batches(
-            sbert_ray.EncodeTexts,
-            fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32"),
-            compute=ray.data.ActorPoolStrategy(size=1),
-            batch_size=8,
-            batch_format="numpy",
-        )
-        sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents=False)
-        encoded.write_datasink(sink, concurrency=1)  # one embedded writer at a time
-        return sink.result
-
     qids = [r["qid"] for r in rows]
     broken = [*rows[:30], {"qid": "q30", "text": None, "score": 0.0}, *rows[31:]]
     with pytest.raises(PartialWriteError, match=r"row 30 \(qid='q30'\): column 'text' is NoneType") as caught:
-        write(broken)
+        write_from_workers(broken, open_collection, columns, model_dir)
     written, unwritten = caught.value.written_ids, caught.value.unwritten_ids
     assert "q30" in unwritten and sorted(written + unwritten) == sorted(qids)  # every row accounted for, once
     assert written == [q for q in qids if q in written]  # in the dataset's order
     with open_collection() as coll:
         assert coll.count() == len(written)
-    result = write(rows)
+    result = write_from_workers(rows, open_collection, columns, model_dir)
     assert (list(result), result.written, result.skipped) == (qids, len(unwritten), len(written))
-    again = write(rows)
+    again = write_from_workers(rows, open_collection, columns, model_dir)
     assert (again.written, again.skipped) == (0, len(rows))
     with TextCollection("own", encoder, client=QdrantClient(":memory:")) as own, open_collection() as coll:
         own.upsert_texts([r["text"] for r in rows], ids=qids, payloads=[{"score": r["score"]} for r in rows])
@@ -417,3 +423,27 @@ def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
         for key in qids:
             assert mine[key][:2] == theirs[key][:2]
             assert np.allclose(mine[key][2], theirs[key][2], atol=1e-5)
+
+
+def test_the_workers_write_path_resumes_documents(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path
+) -> None:
+    """Documents through ``QdrantDatasink``: part written, the rest resumed with ``on_conflict="skip"`` (the stored
+    documents not sent: no ``(0, d)`` matrices), the collection equal to ``upsert_documents``'s."""
+    from functools import partial
+
+    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
+        docs = [{"doc": d["_id"], "text": d["text"]} for d in map(json.loads, f) if d["text"].strip()][:10]
+    chunking: dict[str, Any] = {"chunk_tokens": 24}
+    columns = sbert_ray.Columns("text", "doc")
+    open_collection = partial(TextCollection, "ray", encoder, location=str(tmp_path / "edge"))
+    first = write_from_workers(docs[:4], open_collection, columns, model_dir, **chunking)
+    assert (first.written, first.skipped) == (4, 0)
+    result = write_from_workers(docs, open_collection, columns, model_dir, **chunking)
+    assert (list(result), result.written, result.skipped) == ([d["doc"] for d in docs], 6, 4)
+    with TextCollection("own", encoder, client=QdrantClient(":memory:")) as own, open_collection() as coll:
+        ids = own.upsert_documents([d["text"] for d in docs], ids=[d["doc"] for d in docs], **chunking)
+        for kind in ("documents", "chunks"):
+            assert coll.count(kind=kind) == own.count(kind=kind)
+        for key in ids:
+            assert coll.get_document(key) == own.get_document(key)
