@@ -447,3 +447,38 @@ def test_the_workers_write_path_resumes_documents(
             assert coll.count(kind=kind) == own.count(kind=kind)
         for key in ids:
             assert coll.get_document(key) == own.get_document(key)
+
+
+def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
+    tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """``QdrantDatasink.write`` called as Ray calls it, here in-process: two write tasks finishing out of order, a
+    blank text in the second block of the first; the error numbers the row in the dataset, the other task's rows are
+    written, and ``unwritten_ids`` lists the rest of the stopped task too."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource.datasink import WriteResult
+
+    columns = sbert_ray.Columns("text", "qid")
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
+    qids = [r["qid"] for r in items]
+
+    def block(part: list[dict[str, Any]]) -> Any:
+        return BlockAccessor.batch_to_block(
+            actor({k: np.array([r[k] for r in part]) for k in ("qid", "text", "score")})
+        )
+
+    open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
+    late = sink.write([block(items[20:])], SimpleNamespace(task_idx=1))
+    early = sink.write([block(items[:8]), block(items[8:16]), block(items[16:20])], SimpleNamespace(task_idx=0))
+    numbered = r"stopped at row 10 .*row 10 \(qid='q10'\): column 'text' is empty"
+    with pytest.raises(PartialWriteError, match=numbered) as caught:
+        sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=[late, early]))
+    assert caught.value.written_ids == qids[:8] + qids[20:]
+    assert caught.value.unwritten_ids == qids[8:20]
+    with open_collection() as coll:
+        assert coll.count() == 12

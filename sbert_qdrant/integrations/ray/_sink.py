@@ -82,18 +82,24 @@ class QdrantDatasink(Datasink[_Part]):
             part = _Part(ctx.task_idx, collection.collection_name)
             for block in blocks:
                 batch = cast(Batch, BlockAccessor.for_block(block).to_numpy())
-                part.stop = self._write_batch(collection, batch, part)
-                if part.stop is not None:
-                    break
+                if part.stop is None:
+                    part.stop = self._write_batch(collection, batch, part)
+                else:  # stopped: the rest of the task's rows are only listed (unwritten, and counted for numbering)
+                    self._list(batch, part)
         return part
 
-    def _write_batch(self, collection: TextCollection, batch: Batch, part: _Part) -> _Stop | None:
-        rows = len(batch[self.columns.text])
-        if not rows:
-            return None
-        start, identity = len(part.keys), str(batch[ENCODER_COLUMN][0])
+    def _list(self, batch: Batch, part: _Part) -> int:
+        """Add a batch's rows to the task's list, not stored yet; where they start in the task."""
+        start, rows = len(part.keys), len(batch[self.columns.text])
         part.keys.extend(self.columns.key(batch, row) for row in range(rows))
         part.done.extend([False] * rows)
+        return start
+
+    def _write_batch(self, collection: TextCollection, batch: Batch, part: _Part) -> _Stop | None:
+        start, rows = self._list(batch, part), len(batch[self.columns.text])
+        if not rows:
+            return None
+        identity = str(batch[ENCODER_COLUMN][0])
         records, places = [], []
         for row in range(rows):
             try:
