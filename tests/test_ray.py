@@ -482,3 +482,23 @@ def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
     assert caught.value.unwritten_ids == qids[8:20]
     with open_collection() as coll:
         assert coll.count() == 12
+
+
+def test_a_stopped_run_lists_every_row_of_the_dataset_as_written_or_not(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """The driver's write path: ``PartialWriteError`` names every row, the rows stored before the run among the
+    written ones and the rows never read (after the bad one) among the unwritten ones, in the dataset's order."""
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        qids = [r["qid"] for r in rows]
+        upsert(rows[:10], coll, model_dir, id_column="qid")
+        broken = [*rows[:30], {"qid": "q30", "text": "   ", "score": 0.0}, *rows[31:]]
+        with pytest.raises(PartialWriteError, match=r"row 30 \(qid='q30'\)") as caught:
+            upsert(broken, coll, model_dir, id_column="qid", batch_size=8, on_conflict="skip")
+        written, unwritten = caught.value.written_ids, caught.value.unwritten_ids
+        assert written == qids[: len(written)] and unwritten == qids[len(written) :]  # all 40, in order
+        assert 10 < len(written) <= 30 and coll.count() == len(written)
+    finally:
+        engines.close()

@@ -21,7 +21,7 @@ from ...protocols import TextEncoder
 from ...records import Key, UpsertResult
 from ...settings import Settings
 from ...types import OnConflict
-from ._encode import ENCODER_COLUMN, Batch, Columns
+from ._encode import ENCODER_COLUMN, Batch, Columns, stored_mark
 from ._rows import encoded_row, record
 
 
@@ -123,9 +123,9 @@ class QdrantDatasink(Datasink[_Part]):
             else:
                 result = collection.upsert_texts(records, on_conflict=self.on_conflict, vectors_from=identity)
         except PartialWriteError as exc:
-            stored = set(map(_mark, exc.written_ids))
+            stored = set(map(stored_mark, exc.written_ids))
             for place in places:
-                part.done[place] = _mark(part.keys[place]) in stored
+                part.done[place] = stored_mark(part.keys[place]) in stored
             return _Stop(start, _crossing(exc.__cause__, exc))
         except SbertQdrantError as exc:
             return _Stop(start, _crossing(exc, exc))
@@ -169,11 +169,6 @@ class QdrantDatasink(Datasink[_Part]):
         )
         error.__cause__ = cause
         return error
-
-
-def _mark(key: Any) -> tuple[str, Any]:
-    """An id as a set member that keeps ``"7"`` and ``7`` apart."""
-    return type(key).__name__, key
 
 
 def _crossing(cause: BaseException | None, error: SbertQdrantError) -> SbertQdrantError:

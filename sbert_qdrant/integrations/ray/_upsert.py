@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -13,7 +13,7 @@ import ray.data
 
 from ...collection import TextCollection
 from ...encoder import encoder_choice
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, PartialWriteError
 from ...records import Key, UpsertResult
 from ...types import OnConflict, Precision
 from ._cluster import Pool
@@ -71,16 +71,17 @@ def upsert_dataset(
     encoded = _encoded(dataset, EncodeTexts, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
-    stream = _Stream(encoded, columns)
-    written = collection.upsert_texts(
-        stream.records(),
-        batch_size=batch_size,
-        on_conflict=on_conflict,
-        show_progress_bar=show_progress_bar,
-        vectors_from=stream.identity,
-        bulk=bulk,
+    stream = _Stream(encoded, columns, dataset)
+    return stream.write(
+        lambda records: collection.upsert_texts(
+            records,
+            batch_size=batch_size,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            vectors_from=stream.identity,
+            bulk=bulk,
+        )
     )
-    return stream.result(written)
 
 
 def upsert_documents_dataset(
@@ -121,16 +122,17 @@ def upsert_documents_dataset(
     encoded = _encoded(dataset, EncodeDocuments, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
-    stream = _Stream(encoded, columns)
-    written = collection.upsert_documents(
-        stream.records(),
-        on_conflict=on_conflict,
-        show_progress_bar=show_progress_bar,
-        vectors_from=stream.identity,
-        bulk=bulk,
-        **chunking,
+    stream = _Stream(encoded, columns, dataset)
+    return stream.write(
+        lambda records: collection.upsert_documents(
+            records,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            vectors_from=stream.identity,
+            bulk=bulk,
+            **chunking,
+        )
     )
-    return stream.result(written)
 
 
 def _check_writers(url: str | None, bulk: bool) -> None:
@@ -192,19 +194,21 @@ def _stored(
     """With ``on_conflict="skip"``, the point ids of the dataset's rows already stored (read before encoding)."""
     if on_conflict != "skip" or not collection.exists():
         return frozenset()
-    wanted = [columns.text] if columns.id is None else [columns.id]
-    keys = (
-        columns.key(batch, row)
-        for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy")
-        for row in range(len(batch[wanted[0]]))
-    )
     found: set[str] = set()
-    for chunk in _chunks((k for k in keys if stored_mark(k) is not None), _LOOKUP_BATCH):
+    for chunk in _chunks((k for k in _keys(dataset, columns) if stored_mark(k) is not None), _LOOKUP_BATCH):
         if documents:
             found.update(stored_mark(k) or "" for k in chunk if collection.get_document(k) is not None)
         else:
             found.update(t.point_id for t in collection.get(chunk))
     return frozenset(found)
+
+
+def _keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
+    """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
+    wanted = [columns.text] if columns.id is None else [columns.id]
+    for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy"):
+        for row in range(len(batch[wanted[0]])):
+            yield columns.key(batch, row)
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -217,13 +221,14 @@ class _Stream:
     """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
     left out and remembered, so that the result still lists every row's id, in the dataset's order."""
 
-    def __init__(self, encoded: ray.data.Dataset, columns: Columns) -> None:
+    def __init__(self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset) -> None:
         batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)
         #: The identity of the encoder that made the vectors (None: no rows).
         self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
         self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
         self._columns = columns
+        self._source = source
         #: Per row: its id when it was stored before the run, None when it went to the collection.
         self._stored: list[Key | None] = []
 
@@ -236,6 +241,25 @@ class _Stream:
                 if found is not None:
                     yield found
                 number += 1
+
+    def write(self, upsert: Callable[[Iterator[dict[str, Any]]], UpsertResult]) -> UpsertResult:
+        """The run's result from ``upsert`` of the records; where it stops part-way, its error with every row."""
+        try:
+            return self.result(upsert(self.records()))
+        except PartialWriteError as exc:
+            raise self._complete(exc) from exc.__cause__
+
+    def _complete(self, exc: PartialWriteError) -> PartialWriteError:
+        """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
+        written ones, the rows never read (the run stopped first) among the unwritten ones."""
+        stored = [key for key in self._stored if key is not None]
+        done = {stored_mark(key) for key in [*exc.written_ids, *stored]}
+        rows = {mark: key for key in _keys(self._source, self._columns) if (mark := stored_mark(key)) is not None}
+        return PartialWriteError(
+            str(exc),
+            written_ids=[key for mark, key in rows.items() if mark in done],
+            unwritten_ids=[key for mark, key in rows.items() if mark not in done],
+        )
 
     def result(self, written: UpsertResult) -> UpsertResult:
         """The collection's result with the rows stored before the run put back in their places, as skipped."""
