@@ -222,7 +222,7 @@ class _Stream:
     left out and remembered, so that the result still lists every row's id, in the dataset's order."""
 
     def __init__(self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset) -> None:
-        batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
+        self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)
         #: The identity of the encoder that made the vectors (None: no rows).
         self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
@@ -248,6 +248,10 @@ class _Stream:
             return self.result(upsert(self.records()))
         except PartialWriteError as exc:
             raise self._complete(exc) from exc.__cause__
+        finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
+            close = getattr(self._iterator, "close", None)
+            if close is not None:
+                close()
 
     def _complete(self, exc: PartialWriteError) -> PartialWriteError:
         """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
