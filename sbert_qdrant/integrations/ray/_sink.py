@@ -57,7 +57,7 @@ class _Part:
 class QdrantDatasink(Datasink[_Part]):
     """``dataset.write_datasink(QdrantDatasink(...))`` for an encoded dataset (``EncodeTexts``/``EncodeDocuments``):
     every write task opens a collection with ``open_collection`` (a picklable callable, run in the worker, e.g.
-    ``functools.partial(open_on_server, name, encoder, url)``) and writes its rows; ``result`` holds every row's id
+    ``functools.partial(TextCollection, name, encoder, url=url)``) and writes its rows; ``result`` holds every row's id
     in the dataset's order and the counts. A task that meets a bad row stops there; the others write theirs, then a
     ``PartialWriteError`` names the first bad row by its number in the dataset and lists what was and was not
     stored."""
