@@ -303,3 +303,202 @@ def test_cli_index_reads_files_with_ray_and_resumes(
 def test_read_files_tells_the_format_by_name_or_says_how(paths: list[str], match: str) -> None:
     with pytest.raises(DataFormatError, match=match):
         sbert_ray.read_files(paths)
+
+
+def finished(run: Any, limit: float = 300) -> Any:
+    """``run()`` in a thread, its result; a run still going after ``limit`` seconds (a hang) fails the test instead
+    of hanging the suite (the tiny model stores 40 rows in seconds)."""
+    from concurrent.futures import ThreadPoolExecutor, TimeoutError
+
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        return pool.submit(run).result(timeout=limit)
+    except TimeoutError:
+        pytest.fail(f"the run made no end in {limit:g} s: a CPU-budget deadlock (ray-project/ray#44687)")
+    finally:
+        pool.shutdown(wait=False)
+
+
+@pytest.mark.parametrize(("actors", "cpus_per_actor"), [(2, 1), (1, 2)])
+def test_files_read_while_the_actors_hold_every_cpu_store_every_row(
+    local_ray: None,
+    tmp_path: Path,
+    encoder: SentenceEncoder,
+    model_dir: Path,
+    rows: list[Any],
+    actors: int,
+    cpus_per_actor: float,
+) -> None:
+    assert ray.cluster_resources()["CPU"] == actors * cpus_per_actor  # the pool holds every CPU of the cluster
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        options = {"id_column": "qid", "actors": actors, "cpus_per_actor": cpus_per_actor}
+        result = finished(lambda: upsert_files([str(path)], coll, model_dir, **options))
+        assert (list(result), result.written, coll.count()) == ([r["qid"] for r in rows], len(rows), len(rows))
+    finally:
+        engines.close()
+
+
+def upsert_files(paths: list[str], coll: Any, model_dir: Path, **options: Any) -> Any:
+    options = {"model": model_dir, "precision": "fp32", "batch_size": 8, **options}
+    return sbert_ray.upsert_dataset(sbert_ray.read_files(paths), coll, **options)
+
+
+def test_a_pool_that_cannot_fit_next_to_its_reads_is_refused_with_the_numbers(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, rows: list[Any]
+) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        read_on_a_cpu = ray.data.read_json(str(path), lines=True)  # Ray's default: each read task asks 1 CPU
+        for dataset, options, match in [
+            (read_on_a_cpu, {"actors": 2}, r"actors=2 x cpus_per_actor=1 holds 2 of the Ray cluster's 2 CPUs"),
+            (read_on_a_cpu, {"cpus_per_actor": 2}, r"actors=1 x cpus_per_actor=2 holds 2 .* ask 1 CPU each"),
+            (ray.data.from_items(rows), {"actors": 3}, r"actors=3 x cpus_per_actor=1 asks 3 CPUs, .* has 2"),
+            (ray.data.from_items(rows), {"gpus_per_actor": 1}, r"asks 1 GPUs, the Ray cluster has 0"),
+        ]:
+            with pytest.raises(InvalidArgumentError, match=match):
+                sbert_ray.upsert_dataset(dataset, coll, id_column="qid", **options)
+        assert not coll.exists()
+    finally:
+        engines.close()
+
+
+def write_from_workers(
+    items: list[dict[str, Any]], open_collection: Any, columns: Any, model_dir: Path, **chunking: Any
+) -> Any:
+    """``items`` encoded by an actor and written by ``QdrantDatasink``'s tasks, each opening ``open_collection`` in
+    its worker (one at a time: one embedded writer); ``on_conflict="skip"``, the stored ids looked up first as
+    ``upsert_dataset`` does. Documents where ``chunking`` is given."""
+    from sbert_qdrant.integrations.ray._upsert import _stored
+
+    documents = bool(chunking)
+    dataset = ray.data.from_items(items, override_num_blocks=5)
+    with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
+        skip = _stored(dataset, coll, columns, "skip", documents=documents)
+    encoded = dataset.map_batches(
+        sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
+        fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32", **chunking),
+        compute=ray.data.ActorPoolStrategy(size=1),
+        batch_size=8 if not documents else 2,
+        batch_format="numpy",
+    )
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents=documents, chunking=chunking)
+    encoded.write_datasink(sink, concurrency=1)
+    return sink.result
+
+
+def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """``QdrantDatasink`` (the write path of ``url=``) on an embedded collection each write task opens in its worker:
+    a bad row stops its task and is named by its number in the dataset; the re-run with ``on_conflict="skip"``
+    writes only the rest (the rows stored before are not sent) and the collection equals ``upsert_texts``'s."""
+    from functools import partial
+
+    columns = sbert_ray.Columns("text", "qid")
+    open_collection = partial(TextCollection, "ray", encoder, location=str(tmp_path / "edge"))
+    qids = [r["qid"] for r in rows]
+    broken = [*rows[:30], {"qid": "q30", "text": None, "score": 0.0}, *rows[31:]]
+    with pytest.raises(PartialWriteError, match=r"row 30 \(qid='q30'\): column 'text' is NoneType") as caught:
+        write_from_workers(broken, open_collection, columns, model_dir)
+    written, unwritten = caught.value.written_ids, caught.value.unwritten_ids
+    assert "q30" in unwritten and sorted(written + unwritten) == sorted(qids)  # every row accounted for, once
+    assert written == [q for q in qids if q in written]  # in the dataset's order
+    with open_collection() as coll:
+        assert coll.count() == len(written)
+    result = write_from_workers(rows, open_collection, columns, model_dir)
+    assert (list(result), result.written, result.skipped) == (qids, len(unwritten), len(written))
+    again = write_from_workers(rows, open_collection, columns, model_dir)
+    assert (again.written, again.skipped) == (0, len(rows))
+    with TextCollection("own", encoder, client=QdrantClient(":memory:")) as own, open_collection() as coll:
+        own.upsert_texts([r["text"] for r in rows], ids=qids, payloads=[{"score": r["score"]} for r in rows])
+        mine, theirs = stored(own, qids), stored(coll, qids)
+        assert coll.count() == len(rows)
+        for key in qids:
+            assert mine[key][:2] == theirs[key][:2]
+            assert np.allclose(mine[key][2], theirs[key][2], atol=1e-5)
+
+
+def test_the_workers_write_path_resumes_documents(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path
+) -> None:
+    """Documents through ``QdrantDatasink``: part written, the rest resumed with ``on_conflict="skip"`` (the stored
+    documents not sent: no ``(0, d)`` matrices), the collection equal to ``upsert_documents``'s."""
+    from functools import partial
+
+    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
+        docs = [{"doc": d["_id"], "text": d["text"]} for d in map(json.loads, f) if d["text"].strip()][:10]
+    chunking: dict[str, Any] = {"chunk_tokens": 24}
+    columns = sbert_ray.Columns("text", "doc")
+    open_collection = partial(TextCollection, "ray", encoder, location=str(tmp_path / "edge"))
+    first = write_from_workers(docs[:4], open_collection, columns, model_dir, **chunking)
+    assert (first.written, first.skipped) == (4, 0)
+    result = write_from_workers(docs, open_collection, columns, model_dir, **chunking)
+    assert (list(result), result.written, result.skipped) == ([d["doc"] for d in docs], 6, 4)
+    with TextCollection("own", encoder, client=QdrantClient(":memory:")) as own, open_collection() as coll:
+        ids = own.upsert_documents([d["text"] for d in docs], ids=[d["doc"] for d in docs], **chunking)
+        for kind in ("documents", "chunks"):
+            assert coll.count(kind=kind) == own.count(kind=kind)
+        for key in ids:
+            assert coll.get_document(key) == own.get_document(key)
+
+
+def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
+    tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """``QdrantDatasink.write`` called as Ray calls it, here in-process: two write tasks finishing out of order, a
+    blank text in the second block of the first; the error numbers the row in the dataset, the other task's rows are
+    written, and ``unwritten_ids`` lists the rest of the stopped task too."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource.datasink import WriteResult
+
+    columns = sbert_ray.Columns("text", "qid")
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
+    qids = [r["qid"] for r in items]
+
+    def block(part: list[dict[str, Any]]) -> Any:
+        return BlockAccessor.batch_to_block(
+            actor({k: np.array([r[k] for r in part]) for k in ("qid", "text", "score")})
+        )
+
+    open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
+    late = sink.write([block(items[20:])], SimpleNamespace(task_idx=1))
+    early = sink.write([block(items[:8]), block(items[8:16]), block(items[16:20])], SimpleNamespace(task_idx=0))
+    numbered = r"stopped at row 10 .*row 10 \(qid='q10'\): column 'text' is empty"
+    with pytest.raises(PartialWriteError, match=numbered) as caught:
+        sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=[late, early]))
+    assert caught.value.written_ids == qids[:8] + qids[20:]
+    assert caught.value.unwritten_ids == qids[8:20]
+    with open_collection() as coll:
+        assert coll.count() == 12
+
+
+def test_a_stopped_run_lists_every_row_of_the_dataset_as_written_or_not(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """The driver's write path: ``PartialWriteError`` names every row, the rows stored before the run among the
+    written ones and the rows never read (after the bad one) among the unwritten ones, in the dataset's order."""
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        qids = [r["qid"] for r in rows]
+        upsert(rows[:10], coll, model_dir, id_column="qid")
+        broken = [*rows[:30], {"qid": "q30", "text": "   ", "score": 0.0}, *rows[31:]]
+        with pytest.raises(PartialWriteError, match=r"row 30 \(qid='q30'\)") as caught:
+            upsert(broken, coll, model_dir, id_column="qid", batch_size=8, on_conflict="skip")
+        written, unwritten = caught.value.written_ids, caught.value.unwritten_ids
+        assert written == qids[: len(written)] and unwritten == qids[len(written) :]  # all 40, in order
+        assert 10 < len(written) <= 30 and coll.count() == len(written)
+    finally:
+        engines.close()

@@ -139,6 +139,7 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
         "payload_columns": fields,
         "model": args.model,
         "actors": args.actors,
+        "cpus_per_actor": args.cpus_per_actor,
         "gpus_per_actor": args.gpus_per_actor,
         "device": args.device,
         "precision": args.precision,
@@ -341,6 +342,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "at ADDRESS ('auto', ray://host:10001); put it after the files",
     )
     index.add_argument("--actors", type=int, default=1, help="with --ray: encoding actors (default 1)")
+    index.add_argument(
+        "--cpus-per-actor",
+        type=float,
+        default=1,
+        help="with --ray: CPUs per actor, its torch threads (default 1); actors x this must fit the cluster's CPUs",
+    )
     index.add_argument("--gpus-per-actor", type=float, default=0, help="with --ray: GPUs per actor (default 0: CPU)")
     index.add_argument(
         "--no-sparse",

@@ -1,8 +1,17 @@
-"""Joining a Ray cluster, or starting Ray on this machine."""
+"""Joining a Ray cluster, or starting Ray on this machine; the actor pool that encodes, and whether the cluster can
+run it next to the dataset's reads."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import ray
+import ray.data
+
+from ...errors import InvalidArgumentError
+
+#: CPUs a read task asks of Ray when its dataset's plan cannot tell (Ray's own default).
+_DEFAULT_READ_CPUS = 1.0
 
 
 def connect(address: str | None = None) -> None:
@@ -10,3 +19,63 @@ def connect(address: str | None = None) -> None:
     remote one) or, with None, start Ray here on every CPU; nothing when this process is already connected."""
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False if address is None else None)
+
+
+class Pool(NamedTuple):
+    """The actors that encode: how many, what each holds, and the rows each is given at a time."""
+
+    actors: int
+    cpus: float
+    gpus: float
+    batch_size: int
+
+    def check(self) -> None:
+        """Refuse counts and amounts that are not numbers of the right kind."""
+        for name, count in (("actors", self.actors), ("batch_size", self.batch_size)):
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise InvalidArgumentError(f"{name}={count!r} must be a positive integer.")
+        for name, amount in (("cpus_per_actor", self.cpus), ("gpus_per_actor", self.gpus)):
+            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+                raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
+
+    def check_fits(self, dataset: ray.data.Dataset) -> None:
+        """Refuse a pool the cluster cannot hold, or one that holds the CPUs the dataset's read tasks need: Ray Data
+        starts the actors first and the read would wait for a CPU forever (ray-project/ray#44687)."""
+        have = ray.cluster_resources()
+        cpus, gpus = float(have.get("CPU", 0)), float(have.get("GPU", 0))
+        pool = f"actors={self.actors} x cpus_per_actor={self.cpus:g}"
+        if self.actors * self.cpus > cpus:
+            raise InvalidArgumentError(
+                f"{pool} asks {self.actors * self.cpus:g} CPUs, the Ray cluster has {cpus:g}: pass fewer actors or a "
+                "smaller cpus_per_actor (--actors, --cpus-per-actor), or add nodes."
+            )
+        if self.actors * self.gpus > gpus:
+            raise InvalidArgumentError(
+                f"actors={self.actors} x gpus_per_actor={self.gpus:g} asks {self.actors * self.gpus:g} GPUs, the Ray "
+                f"cluster has {gpus:g}: pass fewer actors or a smaller gpus_per_actor."
+            )
+        read = read_cpus(dataset)
+        if read and self.actors * self.cpus + read > cpus:
+            raise InvalidArgumentError(
+                f"{pool} holds {self.actors * self.cpus:g} of the Ray cluster's {cpus:g} CPUs and the dataset's read "
+                f"tasks ask {read:g} CPU each: the read would wait forever (ray-project/ray#44687). Keep actors x "
+                f"cpus_per_actor <= {cpus - read:g}, or read the files with read_files (its reads ask no CPU) or "
+                "ray.data.read_*(..., num_cpus=0)."
+            )
+
+
+def read_cpus(dataset: ray.data.Dataset) -> float:
+    """The most CPUs any read task of the dataset asks for (0: it reads no files). No public API tells it, so it is
+    read from the plan; where the plan cannot be read, Ray's default, 1."""
+    if not dataset.input_files():
+        return 0.0
+    found: list[float] = []
+    plan = getattr(dataset, "_logical_plan", None)
+    ops = [plan.dag] if plan is not None else []
+    while ops:
+        op = ops.pop()
+        ops.extend(op.input_dependencies)
+        remote_args = getattr(op, "ray_remote_args", None)
+        if type(op).__name__.startswith("Read") and isinstance(remote_args, dict):
+            found.append(float(remote_args.get("num_cpus", _DEFAULT_READ_CPUS)))
+    return max(found, default=_DEFAULT_READ_CPUS)

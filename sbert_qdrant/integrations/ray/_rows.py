@@ -10,7 +10,7 @@ import ray.data
 
 from ...errors import InvalidInputError
 from ...records import check_text
-from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
+from ._encode import ENCODER_COLUMN, STORED_COLUMN, VECTOR_COLUMN, Batch, Columns
 
 
 def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
@@ -27,6 +27,12 @@ def record(batch: Batch, row: int, number: int, columns: Columns, identity: str)
         )
     vector = np.asarray(batch[VECTOR_COLUMN][row], dtype=np.float32)
     return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
+
+
+def encoded_row(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any] | None:
+    """Row ``row`` of an encoded batch as the record to write, or None for a row the actors found stored before the
+    run (``on_conflict="skip"``: not encoded; left out and counted as skipped). The one rule of both write paths."""
+    return None if batch[STORED_COLUMN][row] else record(batch, row, number, columns, identity)
 
 
 def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, Any] | None:

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from typing import Any
 
 import ray.data
 
 from ...collection import TextCollection
 from ...encoder import encoder_choice
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, PartialWriteError
 from ...records import Key, UpsertResult
 from ...types import OnConflict, Precision
+from ._cluster import Pool
 from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
-from ._rows import dataset_first_row, record
-from ._sink import QdrantDatasink
+from ._rows import dataset_first_row, encoded_row
+from ._sink import QdrantDatasink, open_on_server
 
 #: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
 _LOOKUP_BATCH = 1024
@@ -48,8 +50,9 @@ def upsert_dataset(
     ``device`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best) at ``precision`` (None:
     ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU), as ``load_encoder`` does, with this process's settings;
     it must be the collection's model (its identity is checked, another is refused by name). Each actor holds
-    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs. ``batch_size`` rows go to an actor at a
-    time, and into one write.
+    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold, or one
+    that leaves no CPU for the read tasks of a dataset read from files (``read_files`` reads on no CPU), is refused
+    with the numbers. ``batch_size`` rows go to an actor at a time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
@@ -58,8 +61,9 @@ def upsert_dataset(
     Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was written stays
     (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
-    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     pool.check()
+    pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=False)
@@ -67,16 +71,17 @@ def upsert_dataset(
     encoded = _encoded(dataset, EncodeTexts, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
-    stream = _Stream(encoded, columns)
-    written = collection.upsert_texts(
-        stream.records(),
-        batch_size=batch_size,
-        on_conflict=on_conflict,
-        show_progress_bar=show_progress_bar,
-        vectors_from=stream.identity,
-        bulk=bulk,
+    stream = _Stream(encoded, columns, dataset)
+    return stream.write(
+        lambda records: collection.upsert_texts(
+            records,
+            batch_size=batch_size,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            vectors_from=stream.identity,
+            bulk=bulk,
+        )
     )
-    return stream.result(written)
 
 
 def upsert_documents_dataset(
@@ -104,8 +109,9 @@ def upsert_documents_dataset(
     """``upsert_dataset`` for documents: each row's text chunked (as ``upsert_documents`` does with the same
     ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
     document. ``batch_size`` counts documents."""
-    pool = _Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
+    pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     pool.check()
+    pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
     skip = _stored(dataset, collection, columns, on_conflict, documents=True)
@@ -116,16 +122,17 @@ def upsert_documents_dataset(
     encoded = _encoded(dataset, EncodeDocuments, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
-    stream = _Stream(encoded, columns)
-    written = collection.upsert_documents(
-        stream.records(),
-        on_conflict=on_conflict,
-        show_progress_bar=show_progress_bar,
-        vectors_from=stream.identity,
-        bulk=bulk,
-        **chunking,
+    stream = _Stream(encoded, columns, dataset)
+    return stream.write(
+        lambda records: collection.upsert_documents(
+            records,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            vectors_from=stream.identity,
+            bulk=bulk,
+            **chunking,
+        )
     )
-    return stream.result(written)
 
 
 def _check_writers(url: str | None, bulk: bool) -> None:
@@ -161,28 +168,11 @@ def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequ
     return columns
 
 
-class _Pool(NamedTuple):
-    """The actors that encode: how many, what each holds, and the rows each is given at a time."""
-
-    actors: int
-    cpus: float
-    gpus: float
-    batch_size: int
-
-    def check(self) -> None:
-        for name, count in (("actors", self.actors), ("batch_size", self.batch_size)):
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise InvalidArgumentError(f"{name}={count!r} must be a positive integer.")
-        for name, amount in (("cpus_per_actor", self.cpus), ("gpus_per_actor", self.gpus)):
-            if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
-                raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
-
-
 def _encoded(
     dataset: ray.data.Dataset,
     actor: type[EncodeTexts] | type[EncodeDocuments],
     options: dict[str, Any],
-    pool: _Pool,
+    pool: Pool,
 ) -> ray.data.Dataset:
     """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
@@ -204,19 +194,21 @@ def _stored(
     """With ``on_conflict="skip"``, the point ids of the dataset's rows already stored (read before encoding)."""
     if on_conflict != "skip" or not collection.exists():
         return frozenset()
-    wanted = [columns.text] if columns.id is None else [columns.id]
-    keys = (
-        columns.key(batch, row)
-        for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy")
-        for row in range(len(batch[wanted[0]]))
-    )
     found: set[str] = set()
-    for chunk in _chunks((k for k in keys if stored_mark(k) is not None), _LOOKUP_BATCH):
+    for chunk in _chunks((k for k in _keys(dataset, columns) if stored_mark(k) is not None), _LOOKUP_BATCH):
         if documents:
             found.update(stored_mark(k) or "" for k in chunk if collection.get_document(k) is not None)
         else:
             found.update(t.point_id for t in collection.get(chunk))
     return frozenset(found)
+
+
+def _keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
+    """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
+    wanted = [columns.text] if columns.id is None else [columns.id]
+    for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy"):
+        for row in range(len(batch[wanted[0]])):
+            yield columns.key(batch, row)
 
 
 def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -229,26 +221,49 @@ class _Stream:
     """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
     left out and remembered, so that the result still lists every row's id, in the dataset's order."""
 
-    def __init__(self, encoded: ray.data.Dataset, columns: Columns) -> None:
-        batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
+    def __init__(self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset) -> None:
+        self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)
         #: The identity of the encoder that made the vectors (None: no rows).
         self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
         self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
         self._columns = columns
+        self._source = source
         #: Per row: its id when it was stored before the run, None when it went to the collection.
         self._stored: list[Key | None] = []
 
     def records(self) -> Iterator[dict[str, Any]]:
         number = 0
         for batch in self._batches:
-            for row, stored in enumerate(batch[STORED_COLUMN]):
-                if stored:
-                    self._stored.append(self._columns.key(batch, row))
-                else:
-                    self._stored.append(None)
-                    yield record(batch, row, number, self._columns, self.identity or "")
+            for row in range(len(batch[STORED_COLUMN])):
+                found = encoded_row(batch, row, number, self._columns, self.identity or "")
+                self._stored.append(self._columns.key(batch, row) if found is None else None)
+                if found is not None:
+                    yield found
                 number += 1
+
+    def write(self, upsert: Callable[[Iterator[dict[str, Any]]], UpsertResult]) -> UpsertResult:
+        """The run's result from ``upsert`` of the records; where it stops part-way, its error with every row."""
+        try:
+            return self.result(upsert(self.records()))
+        except PartialWriteError as exc:
+            raise self._complete(exc) from exc.__cause__
+        finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
+            close = getattr(self._iterator, "close", None)
+            if close is not None:
+                close()
+
+    def _complete(self, exc: PartialWriteError) -> PartialWriteError:
+        """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
+        written ones, the rows never read (the run stopped first) among the unwritten ones."""
+        stored = [key for key in self._stored if key is not None]
+        done = {stored_mark(key) for key in [*exc.written_ids, *stored]}
+        rows = {mark: key for key in _keys(self._source, self._columns) if (mark := stored_mark(key)) is not None}
+        return PartialWriteError(
+            str(exc),
+            written_ids=[key for mark, key in rows.items() if mark in done],
+            unwritten_ids=[key for mark, key in rows.items() if mark not in done],
+        )
 
     def result(self, written: UpsertResult) -> UpsertResult:
         """The collection's result with the rows stored before the run put back in their places, as skipped."""
@@ -274,6 +289,7 @@ def _write_from_workers(
             collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
         else:
             collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
-    sink = QdrantDatasink(collection, url, columns, on_conflict, documents, chunking)
+    server = partial(open_on_server, collection.collection_name, collection.encoder, url)
+    sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
     encoded.write_datasink(sink)
     return sink.result
