@@ -74,6 +74,18 @@ def test_a_folder_it_cannot_write_serves_a_library_another_compiler_built(
     assert calls(newer) == 0
 
 
+@needs_compiler
+def test_a_compiler_that_fails_falls_back_to_a_library_another_compiler_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "kernels"
+    built = build.build_library(folder)
+    broken = fake_compiler(tmp_path, "broken-c++", 'echo "int8.cpp:1: error: boom" >&2; exit 1')
+    monkeypatch.setenv("CXX", broken)
+    assert build.build_library(folder) == built  # its failure is remembered, the working library serves
+    assert build.build_library(folder) == built
+    assert calls(broken) == 1
+
 def test_without_a_compiler_or_a_cached_library_the_build_names_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

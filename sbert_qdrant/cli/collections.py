@@ -22,7 +22,7 @@ from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError, P
 from ..files import read_rows
 from ..records import TextRecord, UpsertResult
 from ..settings import Settings
-from ..types import FILE_FORMATS, FUSIONS, PRECISIONS, SEARCH_MODES
+from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, PRECISIONS, SEARCH_MODES
 
 
 def read_records(
@@ -316,7 +316,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     index.add_argument(
         "--on-conflict",
-        choices=("overwrite", "skip"),
+        choices=ON_CONFLICTS,
         default="overwrite",
         help="skip: leave already-stored ids alone without re-encoding them (resume an interrupted run)",
     )

@@ -37,7 +37,7 @@ from ..training import (
     read_examples,
 )
 from ..training.hard_negatives import MiningGuards, mine_hard_negatives, mined_columns
-from ..types import LabelKind
+from ..types import SEARCH_MODES, LabelKind
 from .collections import _add_engine_options, open_collection
 
 #: objective -> (loss class, label kind, label column candidates, text column candidates).
@@ -313,7 +313,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     mine.add_argument("--query-field", default="query", help="field holding the query (default: query)")
     mine.add_argument("--positive-field", default="positive_id", help="field holding the positive's id")
     mine.add_argument("--documents", action="store_true", help="positives are documents (all their chunks count)")
-    mine.add_argument("--mode", default="hybrid", choices=("dense", "sparse", "hybrid"), help="search mode")
+    mine.add_argument("--mode", default="hybrid", choices=SEARCH_MODES, help="search mode")
     mine.add_argument("--negatives", type=int, default=3, help="negatives per (query, positive) (default 3)")
     mine.add_argument("--range-min", type=int, default=0, help="skip the best N hits (default 0)")
     mine.add_argument("--range-max", type=int, default=50, help="candidates: hits ranked below N (default 50)")

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..records import Key
-from ..types import SearchMode
+from ..types import SEARCH_MODES, SearchMode
 from .data import Example
 
 logger = logging.getLogger(__name__)
@@ -155,8 +155,8 @@ def mine_hard_negatives(
     guards = guards or MiningGuards()
     if isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1:
         raise InvalidArgumentError(f"num_negatives={num_negatives!r} must be a positive integer.")
-    if mode not in ("dense", "sparse", "hybrid"):
-        raise InvalidArgumentError(f"mode={mode!r} must be 'dense', 'sparse' or 'hybrid'.")
+    if mode not in SEARCH_MODES:
+        raise InvalidArgumentError(f"mode={mode!r} must be one of {SEARCH_MODES}.")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
     wanted = _grouped(queries, positives)

@@ -88,6 +88,10 @@ def build_library(folder: Path, retry_failed: bool = False) -> Path:
         return library
     try:
         return _build_once(cxx, library, retry_failed)
+    except UnsupportedError:
+        if cached is not None:  # this compiler failed (now or before); another one's library serves
+            return cached
+        raise
     except OSError as exc:
         if cached is not None:
             return cached

@@ -126,7 +126,8 @@ class QdrantDatasink(Datasink[_Part]):
             stored = set(map(stored_mark, exc.written_ids))
             for place in places:
                 part.done[place] = stored_mark(part.keys[place]) in stored
-            return _Stop(start, _crossing(exc.__cause__, exc))
+            first_unstored = next((place for place in places if not part.done[place]), start)
+            return _Stop(first_unstored, _crossing(exc.__cause__, exc))
         except SbertQdrantError as exc:
             return _Stop(start, _crossing(exc, exc))
         for place, key in zip(places, result, strict=True):
