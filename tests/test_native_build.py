@@ -86,6 +86,7 @@ def test_a_compiler_that_fails_falls_back_to_a_library_another_compiler_built(
     assert build.build_library(folder) == built
     assert calls(broken) == 1
 
+
 def test_without_a_compiler_or_a_cached_library_the_build_names_the_fix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
