@@ -1,5 +1,7 @@
-"""Static int8 (issue 26): vectors track fp32 on real text with the default model, a reload reads the cached
-calibration instead of calibrating again, without VNNI (or a calibration) int8 falls back to dynamic, saying why, and
+"""Static int8 (issues 26, 37): vectors track fp32 on real text with the default model, which needs no texts (its
+calibration ships with the package, and ``auto`` runs it where it was measured exact-grade); a reload reads the cached
+calibration instead of calibrating again; a model without one calibrates on its first texts; without VNNI int8 falls
+back to dynamic, saying why, and
 without its native kernels (switched off, or no compiler) it runs on PyTorch's paths, saying why. Activation ranges
 save atomically."""
 
@@ -68,15 +70,74 @@ def test_cpu_without_vnni_falls_back_to_dynamic_saying_why(
     assert not any(tmp_path.rglob("*.safetensors"))  # nothing calibrated or written
 
 
+def quantized(encoder: SentenceEncoder) -> bool:
+    return any(isinstance(m, linear.StaticInt8Linear) for m in encoder.modules())
+
+
 @needs_static
-def test_no_calibration_falls_back_to_dynamic_naming_the_fix(
+def test_without_a_calibration_int8_calibrates_on_the_first_texts_it_encodes(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder.int8"):
         encoder = tiny_int8()
-    assert encoder.int8_mode == "dynamic"
-    assert "calibration_texts=" in caplog.text
+    assert encoder.int8_mode == "static" and not quantized(encoder)
+    assert "calibration_texts=" in caplog.text  # the way to choose the texts
+    texts = nli_sentences()
+    few = np.asarray(encoder.encode(texts[:10]))  # fewer than a calibration needs: exact fp32
+    assert not quantized(encoder) and not any(tmp_path.rglob("*.safetensors"))
+    encoder.encode(texts[10:])
+    assert quantized(encoder) and len(list(tmp_path.rglob("*.safetensors"))) == 1
+    later = tiny_int8()  # another load (or process) of the same weights reads the cached calibration at once
+    assert quantized(later)
+    again = np.asarray(later.encode(texts[:10]))
+    assert (again * np.asarray(encoder.encode(texts[:10]))).sum(axis=1).min() > 0.9999  # same ranges, same vectors
+    assert (again * few).sum(axis=1).min() > 0.9  # int8 of a random tiny model still tracks its fp32
+
+
+@pytest.mark.slow
+@needs_static
+def test_the_default_model_runs_static_int8_with_no_texts(
+    default_encoder: SentenceEncoder, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))  # no calibration of one's own: the shipped one runs
+    encoder = SentenceEncoder.load(device="cpu", precision="int8")
+    assert encoder.int8_mode == "static" and quantized(encoder)
+    assert not list(tmp_path.rglob("*.safetensors"))  # nothing calibrated
+    texts = held_out_texts()
+    cosines = (np.asarray(encoder.encode(texts)) * np.asarray(default_encoder.encode(texts))).sum(axis=1)
+    assert cosines.min() > 0.98, cosines.min()
+
+
+def test_the_shipped_calibration_records_its_measured_losses() -> None:
+    from torch import nn
+
+    from sbert_qdrant.encoder.identity import weights_digest
+    from sbert_qdrant.encoder.loading import DEFAULT_MODEL, load_modules, resolve_model_folder
+
+    digest = weights_digest(nn.ModuleList(load_modules(resolve_model_folder(DEFAULT_MODEL))))
+    shipped = ActivationRanges.read(calibration.packaged_ranges_path(digest))
+    assert shipped is not None and shipped.losses, "the default model's int8 ranges are shipped with their losses"
+    assert any(shipped.exact_grade(isa) for isa in shipped.losses)
+    assert all(set(losses) == {"stsb_dev", "sick"} for losses in shipped.losses.values())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exact_grade", [True, False])
+def test_auto_runs_static_int8_only_where_it_was_measured_exact_grade(
+    exact_grade: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration, "int8_isa", lambda: "vnni")
+    monkeypatch.setattr(calibration, "static_supported", lambda: True)
+    if not exact_grade:
+        monkeypatch.setattr(calibration, "EXACT_GRADE_LOSS", 0.0)  # as if the measured losses were too large
+    encoder = SentenceEncoder.load(device="cpu")
+    assert encoder.auto_precision
+    if exact_grade:
+        assert encoder.precision == "int8" and encoder.int8_mode == "static"
+    else:
+        assert encoder.precision == ("bf16" if cpu.native_bf16() else "fp32") and encoder.int8_mode is None
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -27,9 +28,9 @@ from .cross_loading import (
 )
 from .encoder import _checked_texts
 from .identity import weights_digest
-from .int8 import checked_calibration, int8_mode, static_calibration
+from .int8 import Int8Plan, checked_calibration
 from .loading import resolve_model_folder
-from .runtime import check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -74,7 +75,8 @@ class CrossEncoder(nn.Module):
                 f"a cross-encoder needs a *ForSequenceClassification model, not {type(transformer.model).__name__}; "
                 "start one with CrossEncoder.from_transformer(...)."
             )
-        check_precision(precision, resolve_device(device))
+        target = resolve_device(device)
+        check_precision(precision, target)
         self.transformer = transformer
         self.activation = _checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
@@ -82,20 +84,25 @@ class CrossEncoder(nn.Module):
         pairs = checked_calibration(
             calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
         )
-        ranges = None
-        if precision == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
+        chosen = resolve_precision(precision, target)  # no cross-encoder ships an int8 calibration: auto never int8
+        self._int8 = None
+        if chosen == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
             self.device = torch.device("cpu")
             digest = weights_digest(transformer)
-            ranges = static_calibration(transformer.model, digest, pairs, self._calibration_batches, self.forward)
-        self.device, chosen = place(self, transformer.model, device, precision, ranges)
+            self._int8 = Int8Plan(transformer.model, digest, pairs, self._calibration_batches, self.forward)
+        self.device = target
+        place(self, transformer.model, target, chosen, self._int8)
         self.precision = cast(Precision, chosen)
-        #: "static" or "dynamic" at precision "int8", else None.
-        self.int8_mode = int8_mode(transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
         self.truncated_count = 0
         self.eval()
+
+    @property
+    def int8_mode(self) -> Literal["static", "dynamic"] | None:
+        """ "static" or "dynamic" at precision "int8" (static also while waiting for pairs to calibrate on)."""
+        return None if self._int8 is None else self._int8.mode
 
     @classmethod
     def load(
@@ -259,7 +266,8 @@ class CrossEncoder(nn.Module):
         apply = _ACTIVATION_FUNCTIONS[_checked_activation(activation or self.activation)]
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         if items:
-            self._predict_into(out, items, batch_size, apply, show_progress_bar)
+            with self._int8.first_texts(items) if self._int8 else nullcontext():
+                self._predict_into(out, items, batch_size, apply, show_progress_bar)
         result = out[:, 0] if self.num_labels == 1 else out
         return torch.from_numpy(result) if convert_to == "torch" else result
 

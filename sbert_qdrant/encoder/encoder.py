@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -16,7 +17,7 @@ from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import EncoderModule, Features
 from .identity import encoder_identity, model_name, weights_digest
-from .int8 import checked_calibration, int8_mode, static_calibration
+from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import (
     DEFAULT_MODEL,
@@ -27,7 +28,7 @@ from .loading import (
     write_model_config,
 )
 from .pooling import AttentionPooling, Pooling
-from .runtime import check_precision, length_sorted_batches, place, resolve_device, run_batches
+from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -39,14 +40,16 @@ _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 class SentenceEncoder(nn.Module):
     """A Sentence-BERT encoder: one vector per text, comparable by cosine.
 
-    precision: "auto" (``load``'s default) runs the fastest exact-grade precision of the device (bf16 on CPUs with
-    native bf16, fp16 on CUDA, else fp32); "fp32", "bf16", "fp16" (CUDA/MPS), "int8" (CPU) as named. Modules you
-    assemble yourself start in fp32, ready to train.
+    precision: "auto" (``load``'s default) runs the fastest exact-grade precision of the device (on a CPU: static
+    int8 where the model's shipped int8 calibration was measured exact-grade on this CPU class, as the default
+    model's is; else bf16 with native bf16, else fp32; fp16 on CUDA); "fp32", "bf16", "fp16" (CUDA/MPS), "int8" (CPU)
+    as named. Modules you assemble yourself start in fp32, ready to train.
     prompts: prompt name -> text put in front of every text encoded with that name (e.g. ``{"query": "query: "}``).
     default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
     calibration_texts: with precision "int8", a few hundred of your own texts (the first 512 are used) to calibrate
-    static int8 on; the calibration is cached per model, so later loads need none. Without texts and a cached
-    calibration, or on a CPU without VNNI, int8 is dynamic (the reason is logged; see ``int8_mode``).
+    static int8 on; cached per model, so later loads need none. Without them int8 is static all the same: the
+    cached calibration, else the one shipped for the model (the default model's), else a calibration on the first
+    texts it encodes (fp32 until then). Where static int8 does not run, int8 is dynamic (the reason is logged).
     """
 
     def __init__(
@@ -66,7 +69,8 @@ class SentenceEncoder(nn.Module):
         self.default_prompt_name = default_prompt_name
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        check_precision(precision, resolve_device(device))
+        target = resolve_device(device)
+        check_precision(precision, target)
         self.pipeline = nn.ModuleList(modules)
         self.transformer.output_hidden_states = any(getattr(m, "needs_all_layers", False) for m in modules)
         #: The model's short name (``load`` sets it), the first half of ``identity``.
@@ -75,15 +79,15 @@ class SentenceEncoder(nn.Module):
         texts = checked_calibration(
             calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
         )
-        ranges = None
-        if precision == "int8":
-            ranges = static_calibration(
+        chosen = resolve_precision(precision, target, exact_int8=exact_grade_int8(self._weights))
+        self._int8 = None
+        if chosen == "int8":
+            self._int8 = Int8Plan(
                 self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer
             )
-        self.device, chosen = place(self, self.transformer.model, device, precision, ranges)
+        self.device = target
+        place(self, self.transformer.model, target, chosen, self._int8)
         self.precision = cast(Precision, chosen)
-        #: "static" or "dynamic" at precision "int8", else None.
-        self.int8_mode = int8_mode(self.transformer.model)
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
@@ -127,6 +131,11 @@ class SentenceEncoder(nn.Module):
         ids, _ = self.transformer.tokenize(list(texts))
         for index in length_sorted_batches([len(row) for row in ids], 32):
             yield self.transformer.collate([ids[i] for i in index], torch.device("cpu"))
+
+    @property
+    def int8_mode(self) -> Literal["static", "dynamic"] | None:
+        """ "static" or "dynamic" at precision "int8" (static also while waiting for texts to calibrate on)."""
+        return None if self._int8 is None else self._int8.mode
 
     @property
     def transformer(self) -> Transformer:
@@ -199,7 +208,8 @@ class SentenceEncoder(nn.Module):
         prefix = self._resolve_prompt(prompt, prompt_name)
         out = np.empty((len(items), self.dimension), dtype=np.float32)
         if items:
-            self._encode_into(out, items, batch_size, normalize, show_progress_bar, prefix)
+            with self._int8.first_texts([prefix + t for t in items]) if self._int8 else nullcontext():
+                self._encode_into(out, items, batch_size, normalize, show_progress_bar, prefix)
         result = out[0] if single else out
         return torch.from_numpy(result) if convert_to == "torch" else result
 

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from ..errors import InvalidArgumentError
 from ..types import PRECISIONS
 from . import cpu
-from .int8 import ActivationRanges, quantize_int8
+from .int8 import Int8Plan
 
 logger = logging.getLogger(__name__)
 
@@ -56,17 +56,20 @@ def check_precision(precision: str, device: torch.device) -> None:
         )
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
+def resolve_precision(precision: str, device: torch.device, exact_int8: bool = False) -> str:
     """The precision to run: ``precision`` itself, or for "auto" the fastest exact-grade one on ``device``.
 
-    "auto": fp16 on CUDA GPUs with tensor cores (compute capability >= 7), bf16 on CPUs with native bf16, else fp32.
-    int8 is never chosen: it moves vectors measurably (docs/performance.md, "Encoding"; docs/int8.md).
+    "auto": fp16 on CUDA GPUs with tensor cores (compute capability >= 7); on a CPU, static int8 where
+    ``exact_int8`` (the model's shipped int8 ranges were measured exact-grade with this CPU's int8 ISA:
+    ``calibration.exact_grade_int8``), else bf16 with native bf16, else fp32 (docs/int8.md, "precision='auto'").
     """
     check_precision(precision, device)
     if precision != "auto":
         return precision
     if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 7:
         chosen, reason = "fp16", "CUDA tensor cores"
+    elif device.type == "cpu" and exact_int8:
+        chosen, reason = "int8", "static int8 measured exact-grade for this model with this CPU's int8 instructions"
     elif device.type == "cpu" and cpu.native_bf16():
         chosen, reason = "bf16", "the CPU has native bf16"
     else:
@@ -75,29 +78,13 @@ def resolve_precision(precision: str, device: torch.device) -> str:
     return chosen
 
 
-def place(
-    module: nn.Module,
-    model: nn.Module,
-    device: str | torch.device | None,
-    precision: str,
-    ranges: ActivationRanges | None = None,
-) -> tuple[torch.device, str]:
-    """Move ``module`` to ``device`` and run its ``model`` at ``precision``; the device and precision chosen."""
-    target = resolve_device(device)
-    chosen = resolve_precision(precision, target)
-    module.to(target)
-    apply_precision(model, chosen, ranges)
-    return target, chosen
-
-
-def apply_precision(model: nn.Module, precision: str, ranges: ActivationRanges | None = None) -> nn.Module:
-    """Cast (bf16/fp16) or quantize (int8: static with calibrated activation ``ranges``, else dynamic) a transformer
-    in place; fp32 is left as is."""
+def place(module: nn.Module, model: nn.Module, device: torch.device, precision: str, int8: Int8Plan | None) -> None:
+    """Move ``module`` to ``device`` and run its ``model`` at ``precision`` (int8: as ``int8`` plans)."""
+    module.to(device)
     if precision in _HALF_DTYPES:
-        return model.to(_HALF_DTYPES[precision])
-    if precision == "int8":
-        return quantize_int8(model, ranges)
-    return model
+        model.to(_HALF_DTYPES[precision])
+    elif int8 is not None:
+        int8.apply()
 
 
 def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> list[np.ndarray]:

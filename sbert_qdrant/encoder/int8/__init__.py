@@ -6,26 +6,30 @@ cached, behind ``SBERT_QDRANT_NATIVE=auto|off``. Dynamic int8 (activations scale
 A calibration is a few hundred texts run in fp32 with each quantized Linear's input range recorded per channel.
 SmoothQuant (Xiao et al., 2023) moves outlier channels' range from activations into weights: a Linear's input is
 divided per channel by ``s = amax_x**alpha / amax_w**(1 - alpha)`` and its weight columns multiplied by ``s``, so one
-per-tensor activation scale fits. The ranges are cached per model in the settings' cache folder.
+per-tensor activation scale fits. The ranges are cached per model in the settings' cache folder; the default
+model's ship with the package, measured exact-grade per int8 ISA (what ``precision="auto"`` reads).
 
-Modules: ``calibration`` (ranges, measured and cached), ``linear`` (the int8 and bf16 Linears), ``quantize`` (a
+Modules: ``calibration`` (ranges, measured, cached and shipped), ``plan`` (an encoder's int8: static, static once
+calibrated on its first texts, or dynamic), ``linear`` (the int8 and bf16 Linears), ``quantize`` (a
 model made int8), ``build`` / ``native`` / ``native_layers`` (the kernels: built, loaded, installed).
 """
 
 from __future__ import annotations
 
 from .build import build_library
-from .calibration import ActivationRanges, checked_calibration, static_calibration
+from .calibration import ActivationRanges, checked_calibration, exact_grade_int8
 from .native import kernels_folder, native_unsupported
+from .plan import Int8Plan
 from .quantize import int8_mode, quantize_int8
 
 __all__ = [
     "ActivationRanges",
+    "Int8Plan",
     "build_library",
     "checked_calibration",
+    "exact_grade_int8",
     "int8_mode",
     "kernels_folder",
     "native_unsupported",
     "quantize_int8",
-    "static_calibration",
 ]

@@ -1,5 +1,7 @@
 """Activation ranges of static int8: measured once on real text (each quantized Linear's input range per channel and
-its output reach), cached per model in the settings' cache folder, so a reload does not calibrate again."""
+its output reach), cached per model in the settings' cache folder, so a reload does not calibrate again. The default
+model's ship with the package (``ranges/``, made by ``benchmarks/int8_ranges.py`` from the shared train texts), with
+the held-out STS losses they were measured to cost per int8 ISA: ``precision="auto"`` reads those."""
 
 from __future__ import annotations
 
@@ -31,6 +33,12 @@ CALIBRATION_TEXTS = 512
 #: Fewer texts than this calibrate with a warning: rare channels' ranges may be missed and clipped later.
 FEW_CALIBRATION_TEXTS = 100
 _FORMAT = "sbert-qdrant static int8 v1"
+#: Ranges shipped with the package, by weights digest (statistics of train texts, not data).
+PACKAGED = Path(__file__).parent / "ranges"
+#: ``precision="auto"`` picks static int8 for a model only where its shipped ranges were measured to lose at most this
+#: much STS Spearman (x100) on every held-out set with this CPU's int8 ISA: "within 0.1 of fp32" with a margin, since
+#: held-out dev figures flatter unseen sets.
+EXACT_GRADE_LOSS = 0.05
 
 
 def quantized_layer_names(model: nn.Module) -> list[str]:
@@ -46,12 +54,19 @@ def quantized_layer_names(model: nn.Module) -> list[str]:
 @dataclass(frozen=True)
 class ActivationRanges:
     """Per quantized Linear: each input channel's smallest and largest value over the calibration texts, and the
-    largest absolute output (``output_reach``; empty in files saved before it was recorded)."""
+    largest absolute output (``output_reach``; empty in files saved before it was recorded). ``losses``: int8 ISA ->
+    held-out set -> STS Spearman (x100) lost against fp32, as measured (shipped ranges only)."""
 
     low: dict[str, torch.Tensor]
     high: dict[str, torch.Tensor]
     texts_digest: str
     output_reach: dict[str, float] = field(default_factory=dict)
+    losses: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def exact_grade(self, isa: str | None) -> bool:
+        """Whether these ranges were measured with ``isa`` and lost at most :data:`EXACT_GRADE_LOSS` on every set."""
+        measured = self.losses.get(isa or "")
+        return bool(measured) and max(measured.values()) <= EXACT_GRADE_LOSS  # type: ignore[union-attr]
 
     def save(self, path: Path) -> None:
         """Write to ``path`` atomically: a unique temporary file beside it, then renamed over it (two processes
@@ -62,7 +77,8 @@ class ActivationRanges:
         handle, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
         os.close(handle)
         try:
-            save_file(tensors, partial, metadata={"format": _FORMAT, "texts": self.texts_digest})
+            metadata = {"format": _FORMAT, "texts": self.texts_digest, "losses": json.dumps(self.losses)}
+            save_file(tensors, partial, metadata=metadata)
             os.replace(partial, path)
         finally:
             Path(partial).unlink(missing_ok=True)
@@ -80,7 +96,7 @@ class ActivationRanges:
         low = {k.removesuffix(".low"): t for k, t in tensors.items() if k.endswith(".low")}
         high = {k.removesuffix(".high"): t for k, t in tensors.items() if k.endswith(".high")}
         reach = {k.removesuffix(".output_reach"): float(t) for k, t in tensors.items() if k.endswith(".output_reach")}
-        return cls(low, high, metadata.get("texts", ""), reach)
+        return cls(low, high, metadata.get("texts", ""), reach, json.loads(metadata.get("losses") or "{}"))
 
 
 def texts_digest(texts: Sequence[Any]) -> str:
@@ -90,6 +106,23 @@ def texts_digest(texts: Sequence[Any]) -> str:
 def ranges_path(weights_digest: str) -> Path:
     """The cached activation ranges of a model (by its fp32 weights' digest)."""
     return Settings().cache / "int8" / f"{weights_digest}.safetensors"
+
+
+def packaged_ranges_path(weights_digest: str) -> Path:
+    """Where the package ships a model's activation ranges (by its fp32 weights' digest)."""
+    return PACKAGED / f"{weights_digest}.safetensors"
+
+
+def int8_isa() -> str | None:
+    """The int8 GEMM ISA static int8 runs with here (losses are measured per ISA), None where it does not run."""
+    return "vnni" if cpu.vnni_int8_unsupported() is None else None
+
+
+def exact_grade_int8(weights_digest: str) -> bool:
+    """Whether static int8 runs here with shipped ranges for these weights measured exact-grade on this ISA."""
+    isa = int8_isa()
+    shipped = ActivationRanges.read(packaged_ranges_path(weights_digest)) if isa else None
+    return shipped is not None and shipped.exact_grade(isa)
 
 
 def calibrate(model: nn.Module, batches: Iterable[Features], run: Callable[[Features], object]) -> ActivationRanges:
@@ -146,15 +179,14 @@ def static_calibration(
     batches: Callable[[list[Any]], Iterable[Features]],
     run: Callable[[Features], object],
 ) -> ActivationRanges | None:
-    """The activation ranges to quantize ``model`` with, or None (with the reason logged) when dynamic int8 must run.
+    """The activation ranges to quantize ``model`` with, or None: none known yet (calibrate later, on the first texts
+    encoded) or, where static int8 does not run here, dynamic int8 (the reason logged; :func:`static_supported`).
 
     ``texts`` (texts, or text pairs for a cross-encoder) given: calibrated on (up to ``CALIBRATION_TEXTS`` of)
     them, unless the cached ranges of these weights came from the same ones; then saved for later loads.
-    None: the cached ranges of these weights.
+    None: the cached ranges of these weights (a calibration of your own), else the ones the package ships.
     """
-    reason = cpu.vnni_int8_unsupported()
-    if reason is not None:
-        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI to beat it).", reason)
+    if not static_supported():
         return None
     path = ranges_path(weights_digest)
     cached = ActivationRanges.read(path)
@@ -162,15 +194,14 @@ def static_calibration(
     if cached is not None and set(cached.low) != names:
         cached = None
     if texts is None:
-        if cached is None:
-            logger.warning(
-                "precision='int8' runs dynamic int8: no calibration for this model in %s; pass "
-                "calibration_texts=[...] (a few hundred of your own texts) once to run static int8.",
-                path.parent,
-            )
-        else:
+        if cached is not None:
             logger.info("static int8: calibration read from %s", path)
-        return cached
+            return cached
+        shipped = ActivationRanges.read(packaged_ranges_path(weights_digest))
+        if shipped is not None and set(shipped.low) == names:
+            logger.info("static int8: the calibration shipped for this model")
+            return shipped
+        return None
     chosen = list(texts)[:CALIBRATION_TEXTS]
     digest = texts_digest(chosen)
     if cached is not None and cached.texts_digest == digest and set(cached.output_reach) == names:
@@ -186,3 +217,11 @@ def static_calibration(
     ranges.save(path)
     logger.info("static int8: calibrated on %d texts, saved to %s", len(chosen), path)
     return ranges
+
+
+def static_supported() -> bool:
+    """Whether static int8 runs on this CPU; where it does not, the reason is logged and int8 is dynamic."""
+    reason = cpu.vnni_int8_unsupported()
+    if reason is not None:
+        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI to beat it).", reason)
+    return reason is None
