@@ -286,8 +286,8 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
         "--precision",
         default=None,
         choices=PRECISIONS,
-        help="default: SBERT_QDRANT_PRECISION, else auto (see encode); int8 is static where a calibration is cached "
-        "for the model (sbert-qdrant encode --precision int8 on your texts makes one), else dynamic",
+        help="default: SBERT_QDRANT_PRECISION, else auto (see encode; static int8 for the default model where it "
+        "was measured exact-grade); int8: static (shipped, cached, or calibrated on the first texts), see encode",
     )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 

@@ -41,11 +41,7 @@ def _encode(args: argparse.Namespace) -> int:
         with Path(args.input).open(encoding="utf-8") as f:
             texts = _read_lines(f)
     choice = encoder_choice(model=args.model, device=args.device, precision=args.precision)
-    encoder = load_encoder(
-        **choice,
-        max_seq_length=args.max_seq_length,
-        calibration_texts=texts if choice["precision"] == "int8" and texts else None,  # static int8 calibrates on them
-    )
+    encoder = load_encoder(**choice, max_seq_length=args.max_seq_length)
     normalize = {"model": None, "yes": True, "no": False}[args.normalize]
     vectors = encoder.encode(texts, batch_size=args.batch_size, normalize=normalize, show_progress_bar=args.progress)
     _write_vectors(args.output, texts, np.asarray(vectors))
@@ -71,9 +67,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         "--precision",
         default=None,
         choices=PRECISIONS,
-        help="default: SBERT_QDRANT_PRECISION, else auto: the fastest exact-grade precision of this hardware (bf16 on "
-        "CPUs with native bf16); int8: static int8 calibrated on the first 512 input texts (cached per model) on "
-        "CPUs with VNNI, the fastest choice on CPUs without AMX (min cosine to fp32 ~0.99); dynamic int8 elsewhere",
+        help="default: SBERT_QDRANT_PRECISION, else auto: the fastest exact-grade precision of this hardware (static "
+        "int8 where the model's shipped calibration was measured exact-grade on this CPU, as the default model's; "
+        "else bf16 on CPUs with native bf16, else fp32); int8: static (the shipped or cached calibration, else one "
+        "on the first input texts, cached per model; min cosine to fp32 ~0.99), dynamic where static cannot run",
     )
     encode.add_argument("--batch-size", type=int, default=32)
     encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")

@@ -327,8 +327,10 @@ class SentenceEncoder(nn.Module):
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sentence-transformers folder format (safetensors), loadable by both libraries."""
         if self.precision == "int8":
+            chosen = " (chosen by precision='auto')" if self.auto_precision else ""
             raise InvalidArgumentError(
-                "an int8-quantized encoder cannot be saved; load the model with precision='fp32' and save that."
+                f"an int8-quantized encoder{chosen} cannot be saved; load the model with precision='fp32' and save "
+                "that."
             )
         prompts = _checked_prompts(self.prompts, self.default_prompt_name)
         folder = Path(path)
