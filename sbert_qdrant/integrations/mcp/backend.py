@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,20 @@ class _Once:
         if self._value is None:
             self._value = await asyncio.shield(self._loading())
         return self._value
+
+
+def encoding_workers(threads: int | None) -> ThreadPoolExecutor:
+    """The worker threads ``asyncio.to_thread`` runs in (the encoder's loading and encoding among them), each with
+    ``threads`` torch threads: a query encoded by torch's full team in a worker contends with the threads of
+    qdrant-client's local mode, ~20x slower (benchmarks/mcp_startup.py)."""
+    return ThreadPoolExecutor(thread_name_prefix="sbert-qdrant-mcp", initializer=_torch_threads, initargs=(threads,))
+
+
+def _torch_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
 
 
 class Backend:

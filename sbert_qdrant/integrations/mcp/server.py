@@ -9,6 +9,7 @@ as a tool error naming the problem.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -23,7 +24,7 @@ from ...records import Hit, Key, check_text
 from ...types import CountKind, SearchMode
 from . import results
 from .anchor import both, field_filter
-from .backend import Backend
+from .backend import Backend, encoding_workers
 from .protocol import Server, Tool, agent_tool
 from .settings import McpSettings
 
@@ -78,6 +79,7 @@ def create_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(encoding_workers(settings.encode_threads))
         if settings.preload:
             backend.start_loading()
         try:

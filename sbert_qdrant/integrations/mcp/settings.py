@@ -80,6 +80,12 @@ class McpSettings(Settings):
         default=None,
         description="the payload field of the text in existing collections written by another tool (read-only)",
     )
+    encode_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch threads of each worker thread that encodes (None: torch's default); an agent's query is "
+        "one short text, which one thread encodes without contending with the engine's threads",
+    )
     rerank_model: str | None = Field(default=None, description="a cross-encoder folder or hub id for rerank=true")
     preload: bool = Field(default=True, description="load the model in the background as the server starts")
     max_document_chars: int = Field(
