@@ -1,6 +1,6 @@
 """Several agents, one store: a store held by another process is a tool error that says what to do, and one shared
-server over streamable HTTP (a real server in a child process, on a free localhost port) serves two clients that
-store and find at the same time."""
+server over streamable HTTP (or SSE; a real server in a child process, on a free localhost port) serves two
+clients that store and find at the same time."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import mcp
 import pytest
 from child import Child
+from mcp.client.sse import sse_client
 
 from sbert_qdrant.integrations.mcp import McpSettings, create_server
 from sbert_qdrant.testing import tiny_encoder
@@ -56,9 +57,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def connect(url: str) -> mcp.Client:
+    """A client of the server at ``url``: streamable HTTP at /mcp, the older SSE transport at /sse."""
+    return mcp.Client(sse_client(url), mode="legacy") if url.endswith("/sse") else mcp.Client(url)
+
+
 async def agent(url: str, name: str, notes: list[str]) -> list[str]:
     """One agent: stores its notes, then finds each of them (and sees the other agent's too)."""
-    async with mcp.Client(url) as client:
+    async with connect(url) as client:
         for note in notes:
             result = await client.call_tool("qdrant-store", {"information": note, "metadata": {"agent": name}})
             assert not result.is_error, result.content[0].text
@@ -71,7 +77,10 @@ async def agent(url: str, name: str, notes: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-async def test_two_clients_store_and_find_concurrently_on_one_shared_server(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("transport", "path"), [("streamable-http", "mcp"), ("sse", "sse")])
+async def test_two_clients_store_and_find_concurrently_on_one_shared_server(
+    tmp_path: Path, transport: str, path: str
+) -> None:
     port = free_port()
     env = {
         **os.environ,
@@ -79,16 +88,16 @@ async def test_two_clients_store_and_find_concurrently_on_one_shared_server(tmp_
         "COLLECTION_NAME": "notes",
         "FASTMCP_PORT": str(port),
     }
-    command = [sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--transport", "streamable-http"]
+    command = [sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--transport", transport]
     notes: dict[str, list[Any]] = {
         "a": ["The boiler is serviced every October.", "Our cat's vet is Dr. Rossi on Elm Street."],
         "b": ["The train to Milan leaves at 7:40 from platform 9.", "Grandma's recipe uses two spoons of honey."],
     }
     with Child(command, env=env) as server:
         server.wait_for(f"http://127.0.0.1:{port}", stream="stderr")  # uvicorn: listening
-        url = f"http://127.0.0.1:{port}/mcp"
+        url = f"http://127.0.0.1:{port}/{path}"
         found = await asyncio.gather(*(agent(url, name, texts) for name, texts in notes.items()))
-        async with mcp.Client(url) as client:
+        async with connect(url) as client:
             counted = await client.call_tool("qdrant-count", {})
     assert found == [notes["a"], notes["b"]]
     assert counted.structured_content["count"] == 4
