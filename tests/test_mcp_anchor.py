@@ -110,7 +110,7 @@ async def test_their_collection_is_found_stored_into_filtered_and_deleted_from(
         assert {"topic", "n", "tags"} <= set(find) and "query_filter" not in find  # as theirs: fields, no filter
         found = await call(client, "qdrant-find", query="where did I leave the car?")
         assert found["entries"][0]["text"] == NOTES[2]
-        assert found["entries"][0]["payload"] == {"metadata": {"topic": "travel", "n": 2, "tags": ["travel"]}}
+        assert found["entries"][0]["payload"] == {"topic": "travel", "n": 2, "tags": ["travel"]}  # their metadata
         only = await call(client, "qdrant-find", query="where did I leave the car?", topic="family")
         assert [e["text"] for e in only["entries"]] == [NOTES[0]]
         assert [e["text"] for e in (await call(client, "qdrant-find", query="car", tags=["office"]))["entries"]] == [
@@ -124,6 +124,9 @@ async def test_their_collection_is_found_stored_into_filtered_and_deleted_from(
         mine = await call(client, "qdrant-find", query="when do I see the dentist?", topic="health")
         assert [e["text"] for e in mine["entries"]] == [note]
         assert [e["text"] for e in (await call(client, "qdrant-find", query="dentist", n=5))["entries"]] == [note]
+        paraphrase = "The dentist appointment is on Tuesday at 9 o'clock."
+        duplicates = await call(client, "qdrant-find-duplicates", information=paraphrase, threshold=0.8)
+        assert [(e["text"], e["payload"]) for e in duplicates["entries"]] == [(note, {"topic": "health", "n": 7})]
         restored = await call(client, "qdrant-store", information=NOTES[1], metadata={"topic": "office", "n": 9})
         assert restored["id"] in theirs  # their note stored again: its point, its id, left where it was
         assert (await call(client, "qdrant-count"))["count"] == 4

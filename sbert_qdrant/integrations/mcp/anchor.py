@@ -4,7 +4,7 @@ field a ``qdrant-find`` argument, turned into a Qdrant condition on the metadata
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -13,6 +13,8 @@ from ...records import TEXT_KEY
 
 if TYPE_CHECKING:
     from qdrant_client import models
+
+    from ...records import Hit
 
 #: Where mcp-server-qdrant keeps a memory's text and its metadata.
 ANCHOR_TEXT_FIELD = "document"
@@ -83,6 +85,13 @@ class Layout:
     def anchor(self) -> bool:
         """mcp-server-qdrant's layout: writable here, its metadata nested under ``metadata``."""
         return self.text_field == ANCHOR_TEXT_FIELD and self.metadata_field == ANCHOR_METADATA_FIELD
+
+    def metadata_of(self, hits: list[Hit]) -> list[Hit]:
+        """The hits, each payload the metadata as it was stored (mcp-server-qdrant's: what sits under ``metadata``)."""
+        if self.metadata_field is None:
+            return hits
+        nested = [h.payload.get(self.metadata_field) for h in hits]
+        return [replace(h, payload=m if isinstance(m, dict) else {}) for h, m in zip(hits, nested, strict=True)]
 
     def key(self, field: str) -> str:
         """The payload key of a metadata field."""

@@ -141,7 +141,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, hits)
+        return results.found(collection_name, query, layout.metadata_of(hits))
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -220,12 +220,12 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ] = None,
         limit: Limit = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection, _ = await backend.collection(collection_name)
+        collection, layout = await backend.collection(collection_name)
         if not await collection.exists():
             return results.found(collection_name, information, [], stored=False)
         await backend.check_length(information, "information", "shorten it")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, cast("list[Hit]", hits))  # one text: one list
+        return results.found(collection_name, information, layout.metadata_of(cast("list[Hit]", hits)))
 
     async def delete(
         ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
