@@ -10,8 +10,13 @@
 3. Steady state: ``qdrant-find`` p50/p95 over ``--queries`` real questions on ``--points`` real sentences in
    embedded Qdrant Edge (the second pass: the first warms the encoder for each query's length), vs ``search_text``
    in-process on the same collection and model, same passes (the difference: the protocol's cost).
+4. The same finds on the other setups: a qdrant-client local folder in mcp-server-qdrant's layout (over stdio), and
+   one shared server over streamable HTTP (Edge); beside them mcp-server-qdrant 0.8.1 itself on the same local
+   folder, when ``--anchor-python`` names a venv's interpreter that has it (``benchmarks/peers/mcp_anchor.py``: its
+   FastEmbed loads the same all-MiniLM-L6-v2 ONNX export from ``--anchor-model``, since its download is offline).
 
     python benchmarks/mcp_startup.py --data ../shared/data [--points 2000] [--queries 50] [--runs 3]
+        [--anchor-python VENV/bin/python --anchor-model benchmarks/peers/.cache/<model>/fastembed]
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -32,6 +39,7 @@ import mcp
 import numpy as np
 from _data import cpu_summary, read_corpus
 from mcp.client.stdio import stdio_client
+from qdrant_client import QdrantClient, models
 
 from sbert_qdrant.aio import AsyncTextCollection
 from sbert_qdrant.collection import TextCollection
@@ -50,10 +58,15 @@ def fresh_process_seconds(code: str, runs: int) -> float:
     return statistics.median(times)
 
 
-async def one_server(location: Path, queries: list[str], steady: bool) -> dict[str, Any]:
+SERVER = [sys.executable, "-m", "sbert_qdrant.integrations.mcp"]
+
+
+async def one_server(
+    location: Path, queries: list[str], steady: bool, env: dict[str, str] | None = None, command: list[str] = SERVER
+) -> dict[str, Any]:
     """Spawn the server, time initialize, tools/list, the first find and (``steady``) every query after it."""
-    env = {**os.environ, "SBERT_QDRANT_LOCATION": str(location), "COLLECTION_NAME": COLLECTION}
-    params = mcp.StdioServerParameters(command=sys.executable, args=["-m", "sbert_qdrant.integrations.mcp"], env=env)
+    env = {**os.environ, "COLLECTION_NAME": COLLECTION, **(env or {"SBERT_QDRANT_LOCATION": str(location)})}
+    params = mcp.StdioServerParameters(command=command[0], args=command[1:], env=env)
     figures: dict[str, Any] = {}
     with open(os.devnull, "w") as quiet:
         start = time.perf_counter()
@@ -93,6 +106,57 @@ async def in_process(location: Path, queries: list[str]) -> list[float]:
     return latencies
 
 
+async def finds(client: Any, queries: list[str]) -> list[float]:
+    """Two passes of finds (the first warms up), the second timed."""
+    latencies = []
+    for timed in (False, True):
+        for query in queries[1:]:
+            began = time.perf_counter()
+            result = await client.call_tool("qdrant-find", {"query": query})
+            if result.is_error:
+                raise SystemExit(f"qdrant-find failed: {result.content[0].text}")
+            if timed:
+                latencies.append(time.perf_counter() - began)
+    return latencies
+
+
+async def shared_server(location: Path, queries: list[str]) -> list[float]:
+    """Finds through one shared server over streamable HTTP (a child process on a free port)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "SBERT_QDRANT_LOCATION": str(location), "COLLECTION_NAME": COLLECTION}
+    env["FASTMCP_PORT"], env["FASTMCP_LOG_LEVEL"] = str(port), "WARNING"
+    server = subprocess.Popen([*SERVER, "--transport", "streamable-http"], env=env, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):  # up to a minute for the server to listen
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.1)
+        async with mcp.Client(f"http://127.0.0.1:{port}/mcp") as client:
+            return await finds(client, queries)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def write_anchor_layout(path: Path, texts: list[str], encoder: SentenceEncoder) -> None:
+    """The sentences as mcp-server-qdrant writes memories: vector ``fast-all-minilm-l6-v2``, the text under
+    ``document``, metadata nested, random ids (qdrant-client local mode)."""
+    client = QdrantClient(path=str(path))
+    name = "fast-all-minilm-l6-v2"
+    client.create_collection(COLLECTION, vectors_config={name: models.VectorParams(size=384, distance="Cosine")})
+    vectors = encoder.encode_document(texts, batch_size=64)
+    points = [
+        models.PointStruct(id=uuid.uuid4().hex, vector={name: v.tolist()}, payload={"document": t, "metadata": None})
+        for t, v in zip(texts, vectors, strict=True)
+    ]
+    for start in range(0, len(points), 256):
+        client.upsert(COLLECTION, points=points[start : start + 256])
+    client.close()
+
+
 def ms(values: list[float], q: float) -> str:
     return f"{1000 * float(np.quantile(values, q)):7.1f} ms"
 
@@ -103,6 +167,8 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=2000, help="sentences in the collection")
     parser.add_argument("--queries", type=int, default=50, help="finds for the steady-state latency")
     parser.add_argument("--runs", type=int, default=3, help="server start-ups (medians reported)")
+    parser.add_argument("--anchor-python", help="the interpreter of a venv with mcp-server-qdrant==0.8.1")
+    parser.add_argument("--anchor-model", type=Path, help="the fastembed/ folder of the all-MiniLM-L6-v2 export")
     args = parser.parse_args()
     print(f"CPU: {cpu_summary()}; python {sys.version.split()[0]}, mcp {version('mcp')}")
     sentences = read_corpus(args.data, args.points + args.queries)
@@ -114,6 +180,18 @@ def main() -> None:
             collection.optimize()
         runs = [asyncio.run(one_server(location, queries, steady=i == 0)) for i in range(args.runs)]
         direct = asyncio.run(in_process(location, queries))
+        shared = asyncio.run(shared_server(location, queries))
+        local = location / "local"
+        write_anchor_layout(local, texts, SentenceEncoder.load())
+        on_local = asyncio.run(one_server(location, queries, True, {"QDRANT_LOCAL_PATH": str(local)}))["latencies"]
+        anchor = None
+        if args.anchor_python and args.anchor_model:
+            command = [
+                args.anchor_python,
+                str(Path(__file__).parent / "peers" / "mcp_anchor.py"),
+                str(args.anchor_model),
+            ]
+            anchor = asyncio.run(one_server(location, queries, True, {"QDRANT_LOCAL_PATH": str(local)}, command))
     bare = fresh_process_seconds("pass", args.runs)
     sdk = fresh_process_seconds("import mcp.server.mcpserver", args.runs)
     package = fresh_process_seconds("import sbert_qdrant", args.runs)
@@ -135,6 +213,15 @@ def main() -> None:
     print(f"   qdrant-find over stdio   p50 {ms(steady, 0.5)}   p95 {ms(steady, 0.95)}")
     print(f"   search_text in-process   p50 {ms(direct, 0.5)}   p95 {ms(direct, 0.95)}")
     print(f"   protocol cost at p50: {1000 * (np.median(steady) - np.median(direct)):+.1f} ms")
+    print(f"\n4. qdrant-find on the other setups, {len(steady)} finds each")
+    print(f"   local folder (mcp-server-qdrant's layout), stdio   p50 {ms(on_local, 0.5)}   p95 {ms(on_local, 0.95)}")
+    print(f"   shared server, streamable HTTP (Edge)             p50 {ms(shared, 0.5)}   p95 {ms(shared, 0.95)}")
+    if anchor is None:
+        print("   anchor mcp-server-qdrant: not run (--anchor-python and --anchor-model not given)")
+    else:
+        latencies = anchor["latencies"]
+        print(f"   mcp-server-qdrant 0.8.1, same folder, stdio    p50 {ms(latencies, 0.5)}   p95 {ms(latencies, 0.95)}")
+        print(f"   anchor spawn -> initialize {anchor['initialize']:.2f} s (it loads its model first)")
 
 
 if __name__ == "__main__":

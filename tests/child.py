@@ -90,11 +90,11 @@ class Child:
                     )
                 self.changed.wait(timeout=1.0)
 
-    def wait_for(self, text: str) -> None:
-        """Wait until the child has printed ``text`` on stdout; fail if it ends first."""
+    def wait_for(self, text: str, stream: str = "stdout") -> None:
+        """Wait until the child has printed ``text`` on ``stream`` (stdout or stderr); fail if it ends first."""
 
         def seen() -> bool:
-            if text.encode() in self.out["stdout"]:
+            if text.encode() in self.out[stream]:
                 return True
             if not any(reader.is_alive() for reader in self.readers):
                 pytest.fail(f"the child ended before printing {text!r}: {self.args}\n{self.text('stderr')[-3000:]}")

@@ -1,5 +1,6 @@
 """What the tools share: the engine, the encoder (loaded once, in the background or on first use) and one open
 collection per name, each opened in its own layout (ours, or mcp-server-qdrant's, or the one the settings name).
+A collection in mcp-server-qdrant's layout is written here the way it writes it (``anchor.py``).
 
 The encoder, the collections and qdrant-client are imported on first use (the model's in its loading thread), so
 that the server answers ``initialize`` and ``tools/list`` without waiting for torch.
@@ -9,11 +10,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionNotFoundError, InvalidArgumentError, InvalidInputError
-from ...records import TEXT_KEY, check_writable
+from ...errors import (
+    CollectionMismatchError,
+    InvalidArgumentError,
+    InvalidInputError,
+    StoreInUseError,
+)
+from ...records import KEY_KEY, TEXT_KEY, Key, check_payload, check_writable, point_id, text_id
+from .anchor import ANCHOR_METADATA_FIELD, ANCHOR_TEXT_FIELD, Layout, anchor_vector_name
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -22,9 +30,14 @@ if TYPE_CHECKING:
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
+    from ...store import AsyncVectorStore
 
-#: mcp-server-qdrant's payload field of the stored text.
-ANCHOR_TEXT_FIELD = "document"
+#: What an agent is told when another process holds the store.
+SHARE = (
+    "an embedded store has one user at a time. Stop the other server, or run one shared server for every agent: "
+    "`sbert-qdrant mcp --transport streamable-http` (the same environment) and point each agent at "
+    "http://127.0.0.1:8000/mcp (docs/mcp.md, 'Several agents, one store')."
+)
 
 
 class _Once:
@@ -55,6 +68,20 @@ class _Once:
         return self._value
 
 
+def encoding_workers(threads: int | None) -> ThreadPoolExecutor:
+    """The worker threads ``asyncio.to_thread`` runs in (the encoder's loading and encoding among them), each with
+    ``threads`` torch threads: a query encoded by torch's full team in a worker contends with the threads of
+    qdrant-client's local mode, ~20x slower (benchmarks/mcp_startup.py)."""
+    return ThreadPoolExecutor(thread_name_prefix="sbert-qdrant-mcp", initializer=_torch_threads, initargs=(threads,))
+
+
+def _torch_threads(threads: int | None) -> None:
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
 class Backend:
     """The engine named by the settings (``QDRANT_LOCAL_PATH``: qdrant-client local mode on disk; ``QDRANT_URL``: a
     server, or ``:memory:``; else Qdrant Edge under ``SBERT_QDRANT_LOCATION``) and the collections opened on it."""
@@ -67,8 +94,9 @@ class Backend:
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
-        #: The payload field of each open collection's text (another tool's: read-only).
-        self._text_fields: dict[str, str] = {}
+        #: Each open collection's engine (its own: closing the collection closes it) and layout.
+        self._stores: dict[str, AsyncVectorStore] = {}
+        self._layouts: dict[str, Layout] = {}
         self._opening = asyncio.Lock()
 
     @property
@@ -115,7 +143,12 @@ class Backend:
 
         settings = self.settings
         if self._client is None and settings.local_path:
-            self._client = AsyncQdrantClient(path=settings.local_path)
+            try:
+                self._client = AsyncQdrantClient(path=settings.local_path)
+            except RuntimeError as exc:
+                if "already accessed" not in str(exc):
+                    raise
+                raise StoreInUseError(self.held()) from exc
         elif self._client is None and settings.qdrant_url == ":memory:":
             self._client = AsyncQdrantClient(location=":memory:")
         elif self._client is None and settings.qdrant_url:
@@ -135,52 +168,121 @@ class Backend:
         edge = EdgeStore(location)
         return sorted(p.name for p in location.iterdir() if p.is_dir() and edge.describe(p.name) is not None)
 
-    async def collection(self, name: str, *, existing: bool = False, write: bool = False) -> AsyncTextCollection:
-        """The collection ``name``, opened once; ``existing``: it must exist (reads, deletes); ``write``: it must be
-        ours (another tool's collection is read-only, deletes included)."""
+    async def collection(self, name: str, *, write: bool = False) -> tuple[AsyncTextCollection, Layout]:
+        """The collection ``name``, opened once, and its layout; ``write``: it must be writable here (ours, or
+        mcp-server-qdrant's)."""
         from ...aio import AsyncTextCollection
+        from ...store.factory import open_async_store
 
         async with self._opening:
             opened = self._collections.get(name)
             if opened is None:
                 encoder: TextEncoder = await self._encoder.get()
-                vector_name, text_field = await self._layout(name)
                 client = self._qdrant_client()
-                engine: dict[str, Any] = (
-                    {"client": client} if client is not None else {"location": self.settings.location}
+                store = (
+                    open_async_store(client=client, settings=self.settings)
+                    if client is not None
+                    else open_async_store(location=self.settings.location, settings=self.settings)
                 )
+                try:
+                    layout = await self._layout(name, store)
+                except BaseException:
+                    await store.close()
+                    raise
+                indexes = {layout.key(f.name): f.index_schema() for f in self.settings.filterable_fields}
                 opened = AsyncTextCollection(
-                    name, encoder, vector_name=vector_name, text_field=text_field, settings=self.settings, **engine
+                    name,
+                    encoder,
+                    store=store,
+                    vector_name=layout.vector_name,
+                    text_field=layout.text_field,
+                    payload_indexes=indexes or None,
+                    settings=self.settings,
                 )
-                self._collections[name] = opened
-                self._text_fields[name] = text_field
-        if write:
-            check_writable(name, self._text_fields[name])
-        if existing and not await opened.exists():
-            listing = "" if self.settings.collection_name else ", qdrant-list-collections lists the existing ones"
-            raise CollectionNotFoundError(f"collection {name!r} does not exist; qdrant-store creates it{listing}.")
-        return opened
+                if indexes and not self.settings.read_only and await opened.exists():
+                    for key, schema in indexes.items():  # as mcp-server-qdrant indexes them (it does so on create)
+                        await opened.create_payload_index(key, schema)
+                self._collections[name], self._stores[name], self._layouts[name] = opened, store, layout
+        layout = self._layouts[name]
+        if write and not layout.anchor:
+            check_writable(name, layout.text_field)
+        return opened, layout
 
-    async def _layout(self, name: str) -> tuple[str, str]:
-        """(vector name, text field) of the collection: the settings', else mcp-server-qdrant's where the collection
-        was written by it (its ``fast-<model>`` vector, the text under ``document``), else ours."""
+    async def _layout(self, name: str, store: AsyncVectorStore) -> Layout:
+        """The settings' layout, else mcp-server-qdrant's where it wrote the collection (its ``fast-<model>``
+        vector, refused when that is another model's), else ours."""
         from ...encoder import DEFAULT_MODEL
 
         settings = self.settings
-        vector_name, text_field = settings.vector_name, settings.text_field
-        anchor_name = "fast-" + (settings.model or DEFAULT_MODEL).rstrip("/").split("/")[-1].lower()
-        client = self._qdrant_client()
-        if vector_name is None and client is not None and await client.collection_exists(name):
-            vectors = (await client.get_collection(name)).config.params.vectors
-            if isinstance(vectors, dict) and "text" not in vectors and anchor_name in vectors:
-                vector_name, text_field = anchor_name, text_field or ANCHOR_TEXT_FIELD
-        return vector_name or "text", text_field or TEXT_KEY
+        if settings.vector_name is not None or settings.text_field is not None:
+            return Layout(settings.vector_name or "text", settings.text_field or TEXT_KEY)
+        existing = await store.describe(name)
+        if existing is None or "text" in existing.vectors:
+            return Layout("text")
+        model = settings.model or DEFAULT_MODEL
+        wanted = anchor_vector_name(model)
+        if wanted in existing.vectors:
+            return Layout(wanted, ANCHOR_TEXT_FIELD, ANCHOR_METADATA_FIELD)
+        theirs = sorted(v for v in existing.vectors if v.startswith("fast-"))
+        if theirs:
+            raise CollectionMismatchError(
+                f"collection {name!r} was written by mcp-server-qdrant with the model {theirs[0].removeprefix('fast-')}"
+                f" (its vector {theirs[0]!r}), and this server encodes with {model} (vector {wanted!r}): their "
+                "vectors are not comparable. Start this server with EMBEDDING_MODEL set to the model that wrote the "
+                "collection, or use another collection."
+            )
+        return Layout("text")
+
+    async def store_anchor(self, name: str, text: str, metadata: dict[str, Any] | None, key: Key | None) -> Key:
+        """Store a note in mcp-server-qdrant's layout: the text under ``document``, the metadata under ``metadata``.
+        The id is the caller's, else that of a point already holding this very text (its id left alone), else the
+        one derived from the text: stored twice, one point."""
+        import numpy as np
+        from qdrant_client import models
+
+        from ...store.base import PointVectors
+
+        checked = check_payload({ANCHOR_METADATA_FIELD: metadata}, "metadata")
+        store, layout = self._stores[name], self._layouts[name]
+        payload: dict[str, Any] = {ANCHOR_TEXT_FIELD: text, **checked}
+        if key is not None:
+            target: Key = key
+            payload[KEY_KEY] = key
+        else:
+            same = models.FieldCondition(key=ANCHOR_TEXT_FIELD, match=models.MatchValue(value=text))
+            target = text_id(text)
+            async for page in store.scroll(name, layout.vector_name, False, 1, models.Filter(must=[same])):
+                target = page[0].id if page else target
+                break
+        encoder: TextEncoder = await self._encoder.get()
+        vectors = await asyncio.to_thread(encoder.encode_document, [text])
+        dense = PointVectors(layout.vector_name, np.asarray(vectors, dtype=np.float32))
+        await store.upsert(name, [point_id(target)], dense, [payload], True)
+        return target
+
+    async def delete_anchor(self, name: str, keys: list[Key]) -> int:
+        """Delete points of a collection in mcp-server-qdrant's layout by id; how many existed."""
+        store, layout = self._stores[name], self._layouts[name]
+        points = list(dict.fromkeys(point_id(k) for k in keys))
+        existed = len(await store.retrieve(name, layout.vector_name, points, False))
+        await store.delete(name, points, None, True)
+        return existed
+
+    def held(self) -> str:
+        """What an agent is told when another process holds the store."""
+        where = (
+            f"the local store {self.settings.local_path} (QDRANT_LOCAL_PATH)"
+            if self.settings.local_path
+            else f"the store {Path(self.settings.location).expanduser()}"
+        )
+        return f"{where} is open in another process; {SHARE}"
 
     async def close(self) -> None:
         for collection in self._collections.values():
             await collection.close()
         self._collections.clear()
-        self._text_fields.clear()
+        self._stores.clear()
+        self._layouts.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None

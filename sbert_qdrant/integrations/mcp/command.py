@@ -14,17 +14,23 @@ from ...errors import InvalidArgumentError, UnsupportedError
 DESCRIPTION = (
     "Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the environment: "
     "QDRANT_URL, QDRANT_API_KEY, QDRANT_LOCAL_PATH, COLLECTION_NAME, QDRANT_SEARCH_LIMIT, QDRANT_READ_ONLY, "
-    "EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, TOOL_STORE_DESCRIPTION and SBERT_QDRANT_* (see docs/mcp.md, "
-    "'Settings')."
+    "QDRANT_ALLOW_ARBITRARY_FILTER, FILTERABLE_FIELDS, EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, "
+    "TOOL_STORE_DESCRIPTION, FASTMCP_HOST, FASTMCP_PORT, FASTMCP_LOG_LEVEL and SBERT_QDRANT_* (see docs/mcp.md, "
+    "'Settings'). Several agents on one store: run one server with --transport streamable-http and point them all "
+    "at http://HOST:PORT/mcp."
 )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--transport", choices=["stdio", "streamable-http"], default="stdio", help="default: stdio")
     parser.add_argument(
-        "--host", default="127.0.0.1", help="streamable-http: address to listen on (default: 127.0.0.1)"
+        "--transport", choices=["stdio", "sse", "streamable-http"], default="stdio", help="default: stdio"
     )
-    parser.add_argument("--port", type=int, default=8000, help="streamable-http: port (default: 8000)")
+    parser.add_argument(
+        "--host", default=None, help="sse, streamable-http: address to listen on (default: FASTMCP_HOST or 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=None, help="sse, streamable-http: port (default: FASTMCP_PORT or 8000)"
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -35,12 +41,17 @@ def serve(args: argparse.Namespace) -> int:
         if exc.name is None or exc.name.partition(".")[0] != "mcp":
             raise
         raise UnsupportedError(f"the MCP server needs the mcp extra ({exc}): pip install 'sbert-qdrant[mcp]'.") from exc
+    from .settings import McpSettings
+
     try:
-        server = create_server()
+        settings = McpSettings()
     except ValidationError as exc:
-        raise InvalidArgumentError(f"the MCP server's settings are not valid: {exc}") from exc
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc
+    server = create_server(settings)
     if args.transport == "stdio":
         server.run("stdio")
     else:
-        server.run("streamable-http", host=args.host, port=args.port)
+        host = settings.host if args.host is None else args.host
+        server.run(args.transport, host=host, port=settings.port if args.port is None else args.port)
     return 0

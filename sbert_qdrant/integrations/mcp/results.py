@@ -68,8 +68,11 @@ class Stored(BaseModel):
 
 
 class Deleted(BaseModel):
+    """The ids given, and how many of them were stored (and are now deleted)."""
+
     collection_name: str
     ids: list[Key]
+    deleted: int
 
 
 class Counted(BaseModel):
@@ -82,15 +85,24 @@ class Collections(BaseModel):
     collections: list[str]
 
 
-def found(collection_name: str, query: str, hits: list[Hit]) -> CallToolResult:
+def _nothing_yet(collection_name: str) -> str:
+    return f"Nothing stored yet in collection {collection_name}: no results."
+
+
+def found(collection_name: str, query: str, hits: list[Hit], *, stored: bool = True) -> CallToolResult:
+    """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error."""
     entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
     result = Found(collection_name=collection_name, query=query, entries=entries)
+    if not stored:
+        return reply(result, _nothing_yet(collection_name))
     lines = [f"Results for the query {query!r}" if entries else f"No results for the query {query!r}"]
     lines += [_entry(e.id, e.score, e.text or "", e.payload) for e in entries]
     return reply(result, "\n".join(lines))
 
 
-def found_documents(collection_name: str, query: str, hits: list[DocumentHit]) -> CallToolResult:
+def found_documents(
+    collection_name: str, query: str, hits: list[DocumentHit], *, stored: bool = True
+) -> CallToolResult:
     documents = [
         FoundDocument(
             id=h.id,
@@ -101,6 +113,8 @@ def found_documents(collection_name: str, query: str, hits: list[DocumentHit]) -
         for h in hits
     ]
     result = FoundDocuments(collection_name=collection_name, query=query, documents=documents)
+    if not stored:
+        return reply(result, f"No documents stored yet in collection {collection_name}: no results.")
     lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
     for d in documents:
         passages = "".join(f'<passage start="{p.start}" end="{p.end}">{p.text}</passage>' for p in d.passages)

@@ -9,23 +9,23 @@ as a tool error naming the problem.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from ... import __version__
-from ...errors import InvalidArgumentError, SbertQdrantError
-from ...records import Hit, Key
+from ...errors import InvalidArgumentError, UnsupportedError
+from ...records import Hit, Key, check_text
 from ...types import CountKind, SearchMode
 from . import results
-from .backend import Backend
+from .anchor import both, field_filter
+from .backend import Backend, encoding_workers
+from .protocol import Server, Tool, agent_tool
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
-
-Tool = Callable[..., Awaitable[CallToolResult]]
 
 Query = Annotated[str, Field(description="What to search for")]
 Filter = Annotated[
@@ -81,6 +79,7 @@ def create_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(encoding_workers(settings.encode_threads))
         if settings.preload:
             backend.start_loading()
         try:
@@ -95,8 +94,8 @@ def create_server(
         else "Semantic memory in Qdrant: qdrant-store remembers a text, qdrant-find finds texts by meaning; long "
         "texts go in as documents (qdrant-store-document; qdrant-find-documents cites their passages)."
     )
-    server: MCPServer[Any] = MCPServer(
-        "sbert-qdrant", version=__version__, instructions=instructions, lifespan=lifespan
+    server = Server(
+        "sbert-qdrant", version=__version__, instructions=instructions, lifespan=lifespan, log_level=settings.log_level
     )
     tools = _tools(backend)
     bound = settings.collection_name
@@ -105,8 +104,14 @@ def create_server(
             continue  # enforced here: a read-only server has no tool that writes
         if bound is not None and name == "qdrant-list-collections":
             continue  # every tool is bound to one collection: nothing to choose from
-        fn = _agent_errors(tool if bound is None else _bound(tool, bound))
-        server.add_tool(fn, name=name, description=description, annotations=hints)
+        fn = agent_tool(
+            tool,
+            bound=bound,
+            fields=settings.field_arguments,
+            query_filter=settings.query_filter_offered,
+            held=backend.held,
+        )
+        server.add_agent_tool(fn, name=name, description=description, annotations=hints)
     return server
 
 
@@ -122,18 +127,21 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         mode: Mode = "dense",
         rerank: Rerank = False,
         diversity: Diversity = None,
+        field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection = await backend.collection(collection_name, existing=True)
+        collection, layout = await backend.collection(collection_name)
+        if not await collection.exists():
+            return results.found(collection_name, query, [], stored=False)
         await backend.check_length(query, "query", "shorten it")
         hits = await collection.search_text(
             query,
             limit or settings.search_limit,
-            _filter(query_filter),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
             mode=mode,
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, hits)
+        return results.found(collection_name, query, layout.metadata_of(hits))
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -141,13 +149,18 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         metadata: Metadata = None,
         id: Id = None,
     ) -> Annotated[CallToolResult, results.Stored]:
-        collection = await backend.collection(collection_name, write=True)
+        check_text(information, "information", "give the text to remember")
+        collection, layout = await backend.collection(collection_name, write=True)
         await backend.check_length(information, "information", "store it with qdrant-store-document instead")
-        ids = await collection.upsert_texts(
-            [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
-        )
-        text = f"Remembered: {information} in collection {collection_name} (id {ids[0]})"
-        return results.reply(results.Stored(collection_name=collection_name, id=ids[0]), text)
+        if layout.anchor:
+            key = await backend.store_anchor(collection_name, information, metadata, id)
+        else:
+            ids = await collection.upsert_texts(
+                [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
+            )
+            key = ids[0]
+        text = f"Remembered: {information} in collection {collection_name} (id {key})"
+        return results.reply(results.Stored(collection_name=collection_name, id=key), text)
 
     async def store_document(
         document: Annotated[str, Field(description="The long text to store (an article, a page, a file's text)")],
@@ -160,7 +173,14 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 f"document is {len(document)} characters long, more than this server takes "
                 f"({settings.max_document_chars}, SBERT_QDRANT_MAX_DOCUMENT_CHARS); split it into parts."
             )
-        collection = await backend.collection(collection_name, write=True)
+        check_text(document, "document", "give the text to store")
+        collection, layout = await backend.collection(collection_name, write=True)
+        if layout.anchor:
+            raise UnsupportedError(
+                f"collection {collection_name!r} is in mcp-server-qdrant's layout (the text under 'document'), "
+                "which has no place for a document's passages; store it in another collection, or store short "
+                "notes with qdrant-store."
+            )
         ids = await collection.upsert_documents(
             [document], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
         )
@@ -175,13 +195,16 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         mode: Mode = "dense",
         rerank: Rerank = False,
         passages: Annotated[int, Field(ge=1, le=10, description="Matching passages per document")] = 3,
+        field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.FoundDocuments]:
-        collection = await backend.collection(collection_name, existing=True)
+        collection, layout = await backend.collection(collection_name)
+        if layout.anchor or not await collection.exists():
+            return results.found_documents(collection_name, query, [], stored=False)
         await backend.check_length(query, "query", "shorten it")
         hits = await collection.search_documents(
             query,
             limit or settings.search_limit,
-            _filter(query_filter),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
             mode=mode,
             chunks=passages,
             rerank=await backend.cross_encoder() if rerank else None,
@@ -197,28 +220,41 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ] = None,
         limit: Limit = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection = await backend.collection(collection_name, existing=True)
+        collection, layout = await backend.collection(collection_name)
+        if not await collection.exists():
+            return results.found(collection_name, information, [], stored=False)
         await backend.check_length(information, "information", "shorten it")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, cast("list[Hit]", hits))  # one text: one list
+        return results.found(collection_name, information, layout.metadata_of(cast("list[Hit]", hits)))
 
     async def delete(
         ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
-        collection = await backend.collection(collection_name, existing=True, write=True)
-        await collection.delete_texts(ids)
-        await collection.delete_documents(ids)
-        text = f"Deleted {len(ids)} id(s) from collection {collection_name} (unknown ones are ignored)"
-        return results.reply(results.Deleted(collection_name=collection_name, ids=ids), text)
+        collection, layout = await backend.collection(collection_name, write=True)
+        existed = 0
+        if layout.anchor:
+            existed = await backend.delete_anchor(collection_name, ids)
+        elif await collection.exists():
+            found = {t.id for t in await collection.get(ids)}
+            found |= {k for k in ids if k not in found and await collection.get_document(k) is not None}
+            existed = len(found)
+            await collection.delete_texts(ids)
+            await collection.delete_documents(ids)
+        asked = len(set(ids))
+        text = f"Deleted {existed} of the {asked} id(s) given from collection {collection_name}" + (
+            "" if existed == asked else f"; {asked - existed} did not exist"
+        )
+        deleted = results.Deleted(collection_name=collection_name, ids=ids, deleted=existed)
+        return results.reply(deleted, text)
 
     async def count(
         collection_name: Annotated[str, Field(description="The collection to count in")],
         query_filter: Filter = None,
         kind: Annotated[CountKind, Field(description="What to count: texts, documents or chunks")] = "texts",
     ) -> Annotated[CallToolResult, results.Counted]:
-        collection = await backend.collection(collection_name, existing=True)
-        number = await collection.count(_filter(query_filter), kind=kind)
+        collection, _ = await backend.collection(collection_name)
+        number = await collection.count(_filter(query_filter), kind=kind) if await collection.exists() else 0
         counted = results.Counted(collection_name=collection_name, kind=kind, count=number)
         return results.reply(counted, f"{number} {kind} in collection {collection_name}")
 
@@ -266,29 +302,3 @@ def _filter(query_filter: dict[str, Any] | None) -> models.Filter | None:
             f"query_filter is not a Qdrant filter ({problems}); write it as "
             '{"must": [{"key": "<payload field>", "match": {"value": <value>}}]}.'
         ) from exc
-
-
-def _agent_errors(tool: Tool) -> Tool:
-    """The tool, its failures an agent can act on raised as tool errors (the SDK hides other exceptions' text)."""
-
-    @functools.wraps(tool)
-    async def run(*args: Any, **kwargs: Any) -> CallToolResult:
-        try:
-            return await tool(*args, **kwargs)
-        except (SbertQdrantError, OSError) as exc:
-            raise ToolError(str(exc)) from exc
-
-    return run
-
-
-def _bound(tool: Tool, collection_name: str) -> Tool:
-    """The tool without its ``collection_name`` argument, always on ``collection_name`` (``COLLECTION_NAME``)."""
-    signature = inspect.signature(tool, eval_str=True)
-
-    @functools.wraps(tool)
-    async def run(**kwargs: Any) -> CallToolResult:
-        return await tool(collection_name=collection_name, **kwargs)
-
-    parameters = [p for p in signature.parameters.values() if p.name != "collection_name"]
-    run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
-    return run

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field, model_validator
+from typing import Literal
+
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ...settings import Settings
+from .anchor import FilterableField
 
 DEFAULT_FIND_DESCRIPTION = (
     "Look up memories in Qdrant by meaning. Use this tool when you need to: \n"
@@ -18,7 +21,8 @@ DEFAULT_STORE_DESCRIPTION = "Keep the memory for later use, when you are asked t
 
 class McpSettings(Settings):
     """``Settings`` plus the server's own: ``COLLECTION_NAME``, ``QDRANT_LOCAL_PATH``, ``QDRANT_SEARCH_LIMIT``,
-    ``QDRANT_READ_ONLY``, ``EMBEDDING_MODEL``, ``TOOL_FIND_DESCRIPTION``, ``TOOL_STORE_DESCRIPTION`` (as
+    ``QDRANT_READ_ONLY``, ``EMBEDDING_MODEL``, ``TOOL_FIND_DESCRIPTION``, ``TOOL_STORE_DESCRIPTION``,
+    ``FILTERABLE_FIELDS``, ``QDRANT_ALLOW_ARBITRARY_FILTER`` and ``FASTMCP_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` (as
     mcp-server-qdrant reads them) and ``SBERT_QDRANT_*`` (each field's name in upper case)."""
 
     model_config = SettingsConfigDict(
@@ -52,6 +56,21 @@ class McpSettings(Settings):
         default=DEFAULT_STORE_DESCRIPTION,
         validation_alias=AliasChoices("TOOL_STORE_DESCRIPTION", "SBERT_QDRANT_TOOL_STORE_DESCRIPTION"),
     )
+    filterable_fields: list[FilterableField] = Field(
+        default_factory=list,
+        validation_alias=AliasChoices("FILTERABLE_FIELDS", "SBERT_QDRANT_FILTERABLE_FIELDS"),
+        description="metadata fields indexed, and those with a condition offered as qdrant-find arguments",
+    )
+    allow_arbitrary_filter: bool | None = Field(
+        default=None,
+        validation_alias=AliasChoices("QDRANT_ALLOW_ARBITRARY_FILTER", "SBERT_QDRANT_ALLOW_ARBITRARY_FILTER"),
+        description="offer the query_filter argument (None: unless FILTERABLE_FIELDS gives arguments)",
+    )
+    host: str = Field(default="127.0.0.1", validation_alias=AliasChoices("FASTMCP_HOST", "SBERT_QDRANT_HOST"))
+    port: int = Field(default=8000, ge=1, le=65535, validation_alias=AliasChoices("FASTMCP_PORT", "SBERT_QDRANT_PORT"))
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
+        default="INFO", validation_alias=AliasChoices("FASTMCP_LOG_LEVEL", "SBERT_QDRANT_LOG_LEVEL")
+    )
     vector_name: str | None = Field(
         default=None,
         description="the dense vector's name in existing collections (None: 'text', or mcp-server-qdrant's "
@@ -61,11 +80,22 @@ class McpSettings(Settings):
         default=None,
         description="the payload field of the text in existing collections written by another tool (read-only)",
     )
+    encode_threads: int | None = Field(
+        default=1,
+        ge=1,
+        description="torch threads of each worker thread that encodes (None: torch's default); an agent's query is "
+        "one short text, which one thread encodes without contending with the engine's threads",
+    )
     rerank_model: str | None = Field(default=None, description="a cross-encoder folder or hub id for rerank=true")
     preload: bool = Field(default=True, description="load the model in the background as the server starts")
     max_document_chars: int = Field(
         default=500_000, ge=1, description="the longest document qdrant-store-document takes"
     )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _one_engine(self) -> McpSettings:
@@ -74,4 +104,20 @@ class McpSettings(Settings):
                 f"QDRANT_LOCAL_PATH={self.local_path!r} and QDRANT_URL={self.safe_url!r} are both set; set one "
                 "(a local-mode folder, or a Qdrant server)."
             )
+        names = [f.name for f in self.filterable_fields]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"FILTERABLE_FIELDS names {repeated} more than once; keep one entry per field.")
         return self
+
+    @property
+    def field_arguments(self) -> dict[str, FilterableField]:
+        """The filterable fields offered as tool arguments (those with a condition), by name."""
+        return {f.name: f for f in self.filterable_fields if f.condition is not None}
+
+    @property
+    def query_filter_offered(self) -> bool:
+        """Whether the finds take ``query_filter``: as set, else unless the fields give arguments."""
+        if self.allow_arbitrary_filter is not None:
+            return self.allow_arbitrary_filter
+        return not self.field_arguments

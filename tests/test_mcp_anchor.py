@@ -1,0 +1,213 @@
+"""A drop-in for mcp-server-qdrant users with their data: a collection in its layout (written here the way its
+``QdrantConnector.store`` writes, read from its 0.8 source) is found, stored into, filtered by its
+``FILTERABLE_FIELDS`` and deleted from, on qdrant-client local mode and on Qdrant Edge; its environment is read the
+same way; arguments a tool does not take are refused; every message is written for the agent."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import mcp
+import numpy as np
+import pytest
+from qdrant_client import QdrantClient, models
+
+from sbert_qdrant import SentenceEncoder
+from sbert_qdrant.integrations.mcp import McpSettings, create_server
+from sbert_qdrant.integrations.mcp.anchor import FilterableField
+from sbert_qdrant.store import EdgeStore
+from sbert_qdrant.store.base import CollectionSpec, PointVectors, VectorSpec
+from sbert_qdrant.testing import tiny_encoder
+
+NOTES = [
+    "My sister's birthday is on the 14th of March.",
+    "The wifi password at the office is written on the fridge.",
+    "I parked the car on level 3 of the airport garage.",
+]
+TOPICS = ["family", "office", "travel"]
+VECTOR = "fast-all-minilm-l6-v2"  # mcp-server-qdrant's vector name for its default model, all-MiniLM-L6-v2
+FIELDS = [
+    {"name": "topic", "description": "The memory's topic", "field_type": "keyword", "condition": "=="},
+    {"name": "n", "description": "A number", "field_type": "integer", "condition": ">="},
+    {"name": "tags", "description": "Any of these tags", "field_type": "keyword", "condition": "any"},
+]
+
+
+async def call(client: Any, tool: str, **arguments: Any) -> Any:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content[0].text
+    return result.structured_content
+
+
+async def error(client: Any, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error, result.structured_content
+    return str(result.content[0].text)
+
+
+def their_points(vectors: np.ndarray) -> tuple[list[str], list[dict[str, Any]]]:
+    """Random ids (uuid4 hex, as they write them) and their payload: the text under document, metadata nested."""
+    ids = [uuid.uuid4().hex for _ in NOTES]
+    payloads = [
+        {"document": text, "metadata": {"topic": topic, "n": i, "tags": [topic]}}
+        for i, (text, topic) in enumerate(zip(NOTES, TOPICS, strict=True))
+    ]
+    return ids, payloads
+
+
+def write_local(path: Path, encoder: SentenceEncoder, vector: str = VECTOR) -> McpSettings:
+    client = QdrantClient(path=str(path))
+    client.create_collection(
+        "memories", vectors_config={vector: models.VectorParams(size=384, distance=models.Distance.COSINE)}
+    )
+    ids, payloads = their_points(vectors := encoder.encode_document(NOTES))
+    client.upsert(
+        "memories",
+        points=[
+            models.PointStruct(id=i, vector={vector: v.tolist()}, payload=p)
+            for i, v, p in zip(ids, vectors, payloads, strict=True)
+        ],
+    )
+    client.close()
+    return McpSettings(local_path=str(path), collection_name="memories", filterable_fields=FIELDS)
+
+
+def write_edge(path: Path, encoder: SentenceEncoder, vector: str = VECTOR) -> McpSettings:
+    """The same collection on Qdrant Edge, through the engine alone (no sbert-qdrant metadata)."""
+    store = EdgeStore(path)
+    store.create(CollectionSpec("memories", vector, VectorSpec(384, "cosine")))
+    ids, payloads = their_points(vectors := encoder.encode_document(NOTES))
+    store.upsert("memories", [str(uuid.UUID(i)) for i in ids], PointVectors(vector, vectors), payloads, True)
+    store.close()
+    return McpSettings(location=str(path), collection_name="memories", filterable_fields=FIELDS)
+
+
+def stored_payloads(settings: McpSettings) -> dict[str, dict[str, Any]]:
+    """Every point's payload by id, read with the engine alone."""
+    if settings.local_path:
+        client = QdrantClient(path=settings.local_path)
+        points, _ = client.scroll("memories", limit=100)
+        client.close()
+        return {str(p.id): dict(p.payload or {}) for p in points}
+    store = EdgeStore(settings.location)
+    found = {r.id: dict(r.payload or {}) for page in store.scroll("memories", VECTOR, False, 100, None) for r in page}
+    store.close()
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("write", [write_local, write_edge], ids=["local-mode", "edge"])
+async def test_their_collection_is_found_stored_into_filtered_and_deleted_from(
+    tmp_path: Path, default_encoder: SentenceEncoder, write: Any
+) -> None:
+    settings = write(tmp_path / "store", default_encoder)
+    theirs = set(stored_payloads(settings))
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        find = {t.name: t for t in (await client.list_tools()).tools}["qdrant-find"].input_schema["properties"]
+        assert {"topic", "n", "tags"} <= set(find) and "query_filter" not in find  # as theirs: fields, no filter
+        found = await call(client, "qdrant-find", query="where did I leave the car?")
+        assert found["entries"][0]["text"] == NOTES[2]
+        assert found["entries"][0]["payload"] == {"topic": "travel", "n": 2, "tags": ["travel"]}  # their metadata
+        only = await call(client, "qdrant-find", query="where did I leave the car?", topic="family")
+        assert [e["text"] for e in only["entries"]] == [NOTES[0]]
+        assert [e["text"] for e in (await call(client, "qdrant-find", query="car", tags=["office"]))["entries"]] == [
+            NOTES[1]
+        ]
+
+        note = "The dentist appointment is on Tuesday at 9."
+        first = await call(client, "qdrant-store", information=note, metadata={"topic": "health", "n": 7})
+        again = await call(client, "qdrant-store", information=note, metadata={"topic": "health", "n": 7})
+        assert first["id"] == again["id"]  # stored twice: one point
+        mine = await call(client, "qdrant-find", query="when do I see the dentist?", topic="health")
+        assert [e["text"] for e in mine["entries"]] == [note]
+        assert [e["text"] for e in (await call(client, "qdrant-find", query="dentist", n=5))["entries"]] == [note]
+        paraphrase = "The dentist appointment is on Tuesday at 9 o'clock."
+        duplicates = await call(client, "qdrant-find-duplicates", information=paraphrase, threshold=0.8)
+        assert [(e["text"], e["payload"]) for e in duplicates["entries"]] == [(note, {"topic": "health", "n": 7})]
+        restored = await call(client, "qdrant-store", information=NOTES[1], metadata={"topic": "office", "n": 9})
+        assert restored["id"] in theirs  # their note stored again: its point, its id, left where it was
+        assert (await call(client, "qdrant-count"))["count"] == 4
+        refused = await error(client, "qdrant-store-document", document=NOTES[0] * 20)
+        assert "mcp-server-qdrant's layout" in refused and "another collection" in refused
+        assert (await call(client, "qdrant-find-documents", query="car"))["documents"] == []
+        deleted = await call(client, "qdrant-delete", ids=[first["id"], str(uuid.uuid4())])
+        assert deleted["deleted"] == 1
+    payloads = stored_payloads(settings)
+    assert set(payloads) == theirs  # the new note deleted, theirs kept under their ids
+    assert all(set(p) == {"document", "metadata"} for p in payloads.values())  # their layout: they read it back
+    assert [p["metadata"]["n"] for p in payloads.values() if p["document"] == NOTES[1]] == [9]
+
+
+@pytest.mark.slow
+async def test_a_collection_of_another_model_is_refused_naming_both(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    write_local(tmp_path / "local", default_encoder, vector="fast-bge-small-en-v1.5")
+    settings = McpSettings(local_path=str(tmp_path / "local"), collection_name="memories")
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        for tool, argument in (("qdrant-find", "query"), ("qdrant-store", "information")):
+            message = await error(client, tool, **{argument: "a note"})
+            assert "bge-small-en-v1.5" in message and "all-MiniLM-L6-v2" in message and "EMBEDDING_MODEL" in message
+
+
+def test_their_environment_is_read_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FILTERABLE_FIELDS", json.dumps([FIELDS[0], {**FIELDS[1], "required": True}]))
+    monkeypatch.setenv("QDRANT_ALLOW_ARBITRARY_FILTER", "true")
+    monkeypatch.setenv("FASTMCP_HOST", "0.0.0.0")
+    monkeypatch.setenv("FASTMCP_PORT", "9123")
+    monkeypatch.setenv("FASTMCP_LOG_LEVEL", "debug")
+    settings = McpSettings()
+    assert [f.name for f in settings.filterable_fields] == ["topic", "n"] and settings.filterable_fields[1].required
+    assert (settings.query_filter_offered, settings.host, settings.port, settings.log_level) == (
+        True,
+        "0.0.0.0",
+        9123,
+        "DEBUG",
+    )
+    monkeypatch.setenv("FILTERABLE_FIELDS", json.dumps([{**FIELDS[0], "condition": ">"}]))
+    with pytest.raises(ValueError, match="'topic' is keyword and cannot take condition '>'"):
+        McpSettings()
+
+
+async def test_fields_become_arguments_and_unknown_arguments_are_refused(tmp_path: Path) -> None:
+    fields = [FilterableField(**FIELDS[0], required=True), FilterableField(**FIELDS[2])]
+    indexed_only = FilterableField(name="source", description="indexed only", field_type="keyword")
+    settings = McpSettings(location=str(tmp_path / "q"), filterable_fields=[*fields, indexed_only])
+    async with mcp.Client(create_server(settings, encoder=tiny_encoder())) as client:
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        find = tools["qdrant-find"]
+        assert "topic" in find["required"] and "source" not in find["properties"]
+        assert find["properties"]["tags"]["anyOf"][0] == {"items": {"type": "string"}, "type": "array"}
+        assert "query_filter" not in find and "query_filter" not in tools["qdrant-count"]["properties"]
+        missing = await error(client, "qdrant-find", query="x", collection_name="notes")
+        assert "qdrant-find: topic: Field required" in missing and "pydantic" not in missing
+        unknown = await error(client, "qdrant-find", query="x", collection_name="notes", topic="a", colour="red")
+        assert "qdrant-find takes no argument 'colour'" in unknown and "topic" in unknown
+        await call(client, "qdrant-store", information="a note", collection_name="notes", metadata={"topic": "a"})
+        assert (
+            len((await call(client, "qdrant-find", query="note", collection_name="notes", topic="a"))["entries"]) == 1
+        )
+        assert (await call(client, "qdrant-find", query="note", collection_name="notes", topic="b"))["entries"] == []
+    settings = McpSettings(location=str(tmp_path / "q2"), allow_arbitrary_filter=False)
+    async with mcp.Client(create_server(settings, encoder=tiny_encoder())) as client:
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        assert all("query_filter" not in schema["properties"] for schema in tools.values())
+        refused = await error(client, "qdrant-find", query="x", collection_name="notes", query_filter={})
+        assert "takes no argument 'query_filter'" in refused
+
+
+async def test_messages_are_written_for_the_agent(tmp_path: Path) -> None:
+    async with mcp.Client(create_server(McpSettings(location=str(tmp_path / "q")), encoder=tiny_encoder())) as client:
+        first = await client.call_tool("qdrant-find", {"query": "anything", "collection_name": "notes"})
+        assert not first.is_error and first.content[0].text.startswith("Nothing stored yet in collection notes")
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 0
+        empty = await error(client, "qdrant-store", information="  ", collection_name="notes")
+        assert "information is empty" in empty and "texts[" not in empty
+        typed = await error(client, "qdrant-find", query="x", collection_name="notes", limit="many")
+        assert "qdrant-find: limit:" in typed and "https://" not in typed
+        stored = await call(client, "qdrant-store", information="a note", collection_name="notes")
+        text = await client.call_tool("qdrant-delete", {"ids": [stored["id"], "nope"], "collection_name": "notes"})
+        assert text.content[0].text == "Deleted 1 of the 2 id(s) given from collection notes; 1 did not exist"

@@ -1,0 +1,103 @@
+"""Several agents, one store: a store held by another process is a tool error that says what to do, and one shared
+server over streamable HTTP (or SSE; a real server in a child process, on a free localhost port) serves two
+clients that store and find at the same time."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import mcp
+import pytest
+from child import Child
+from mcp.client.sse import sse_client
+
+from sbert_qdrant.integrations.mcp import McpSettings, create_server
+from sbert_qdrant.testing import tiny_encoder
+
+_HOLD = textwrap.dedent(
+    """
+    import sys, time
+    kind, where = sys.argv[1], sys.argv[2]
+    if kind == "edge":
+        from sbert_qdrant import TextCollection
+        from sbert_qdrant.testing import tiny_encoder
+        TextCollection("notes", tiny_encoder(), location=where).upsert_texts(["held"])
+    else:
+        from qdrant_client import QdrantClient
+        client = QdrantClient(path=where)
+    print("holding", flush=True)
+    time.sleep(3600)  # until the test kills it
+    """
+)
+
+
+@pytest.mark.parametrize("kind", ["edge", "local"])
+async def test_a_store_held_by_another_process_says_to_share_one_server(tmp_path: Path, kind: str) -> None:
+    where = str(tmp_path / "store")
+    settings = McpSettings(location=where) if kind == "edge" else McpSettings(local_path=where)
+    with Child([sys.executable, "-c", _HOLD, kind, where]) as holder:
+        holder.wait_for("holding")
+        async with mcp.Client(create_server(settings, encoder=tiny_encoder())) as client:
+            result = await client.call_tool("qdrant-count", {"collection_name": "notes"})
+    assert result.is_error
+    message = result.content[0].text
+    assert "open in another process" in message and "--transport streamable-http" in message, message
+    assert "close()" not in message and "TextCollection" not in message
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def connect(url: str) -> mcp.Client:
+    """A client of the server at ``url``: streamable HTTP at /mcp, the older SSE transport at /sse."""
+    return mcp.Client(sse_client(url), mode="legacy") if url.endswith("/sse") else mcp.Client(url)
+
+
+async def agent(url: str, name: str, notes: list[str]) -> list[str]:
+    """One agent: stores its notes, then finds each of them (and sees the other agent's too)."""
+    async with connect(url) as client:
+        for note in notes:
+            result = await client.call_tool("qdrant-store", {"information": note, "metadata": {"agent": name}})
+            assert not result.is_error, result.content[0].text
+        found: list[str] = []
+        for note in notes:
+            result = await client.call_tool("qdrant-find", {"query": note})
+            assert not result.is_error, result.content[0].text
+            found.append(result.structured_content["entries"][0]["text"])
+        return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("transport", "path"), [("streamable-http", "mcp"), ("sse", "sse")])
+async def test_two_clients_store_and_find_concurrently_on_one_shared_server(
+    tmp_path: Path, transport: str, path: str
+) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "SBERT_QDRANT_LOCATION": str(tmp_path / "store"),
+        "COLLECTION_NAME": "notes",
+        "FASTMCP_PORT": str(port),
+    }
+    command = [sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--transport", transport]
+    notes: dict[str, list[Any]] = {
+        "a": ["The boiler is serviced every October.", "Our cat's vet is Dr. Rossi on Elm Street."],
+        "b": ["The train to Milan leaves at 7:40 from platform 9.", "Grandma's recipe uses two spoons of honey."],
+    }
+    with Child(command, env=env) as server:
+        server.wait_for(f"http://127.0.0.1:{port}", stream="stderr")  # uvicorn: listening
+        url = f"http://127.0.0.1:{port}/{path}"
+        found = await asyncio.gather(*(agent(url, name, texts) for name, texts in notes.items()))
+        async with connect(url) as client:
+            counted = await client.call_tool("qdrant-count", {})
+    assert found == [notes["a"], notes["b"]]
+    assert counted.structured_content["count"] == 4
