@@ -502,3 +502,83 @@ def test_a_stopped_run_lists_every_row_of_the_dataset_as_written_or_not(
         assert 10 < len(written) <= 30 and coll.count() == len(written)
     finally:
         engines.close()
+
+
+def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
+    tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """Each write task writes its own rows, so a repeated explicit id in another task is seen by the driver only:
+    the run still stops with an error naming the row and the row it repeats, by their numbers in the dataset."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource.datasink import WriteResult
+
+    columns = sbert_ray.Columns("text", "qid")
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    items = [*rows[:20], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[21:24]]
+
+    def block(part: list[dict[str, Any]]) -> Any:
+        return BlockAccessor.batch_to_block(
+            actor({k: np.array([r[k] for r in part]) for k in ("qid", "text", "score")})
+        )
+
+    open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
+    parts = [sink.write([block(items[:12])], SimpleNamespace(task_idx=0))]
+    parts.append(sink.write([block(items[12:])], SimpleNamespace(task_idx=1)))
+    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \(qid='q3'"):
+        sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=parts))
+
+
+def test_a_resumed_run_that_stores_nothing_new_still_lists_what_is_stored(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """The driver's path: the first row not stored before the run is bad, so nothing new is stored; the error is
+    still a ``PartialWriteError`` listing the rows stored before among the written ones."""
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        qids = [r["qid"] for r in rows]
+        upsert(rows[:10], coll, model_dir, id_column="qid")
+        broken = [*rows[:10], {"qid": "q10", "text": "   ", "score": 0.0}, *rows[11:]]
+        with pytest.raises(PartialWriteError, match=r"row 10 \(qid='q10'\)") as caught:
+            upsert(broken, coll, model_dir, id_column="qid", batch_size=8, on_conflict="skip")
+        assert (caught.value.written_ids, caught.value.unwritten_ids) == (qids[:10], qids[10:])
+        assert coll.count() == 10
+    finally:
+        engines.close()
+
+
+def test_an_existing_collection_is_not_read_before_the_workers_write(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, encoder: SentenceEncoder
+) -> None:
+    """Reading the dataset's first row starts the actors and loads the model: only done for a missing collection."""
+    upserting = pytest.importorskip("sbert_qdrant.integrations.ray._upsert")
+
+    def first_row(*args: Any) -> Any:
+        raise AssertionError("the first row was read for a collection that exists")
+
+    monkeypatch.setattr(upserting, "dataset_first_row", first_row)
+    with TextCollection("there", encoder, client=QdrantClient(":memory:")) as coll:
+        coll.upsert_texts(["stored"])
+        upserting.create_for_workers(None, coll, sbert_ray.Columns(), "overwrite", documents=False)
+        assert coll.count() == 1
+
+
+def test_a_materialized_dataset_of_files_asks_no_read_cpu(local_ray: None, tmp_path: Path, rows: list[Any]) -> None:
+    """Read already: no read task waits for a CPU, so a pool may hold every CPU. Ray 2.60 forgets a materialized
+    dataset's files; a version that keeps them (its plan holds no read) is stood for by the plan of one."""
+    from types import SimpleNamespace
+
+    from sbert_qdrant.integrations.ray._cluster import Pool, read_cpus
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    lazy = ray.data.read_json(str(path), lines=True)
+    materialized = lazy.materialize()
+    assert read_cpus(lazy) == 1 and read_cpus(materialized) == 0
+    remembering = SimpleNamespace(input_files=lambda: [str(path)], _logical_plan=materialized._logical_plan)
+    assert read_cpus(remembering) == 0  # type: ignore[arg-type]
+    Pool(2, 1, 0, 8).check_fits(remembering)  # type: ignore[arg-type]

@@ -65,17 +65,20 @@ class Pool(NamedTuple):
 
 
 def read_cpus(dataset: ray.data.Dataset) -> float:
-    """The most CPUs any read task of the dataset asks for (0: it reads no files). No public API tells it, so it is
-    read from the plan; where the plan cannot be read, Ray's default, 1."""
+    """The most CPUs any read task of the dataset asks for (0: it reads no files, or read them already, e.g. a
+    materialized dataset). No public API tells it, so it is read from the plan; where the plan cannot be read, Ray's
+    default, 1."""
     if not dataset.input_files():
         return 0.0
-    found: list[float] = []
     plan = getattr(dataset, "_logical_plan", None)
-    ops = [plan.dag] if plan is not None else []
+    if plan is None:
+        return _DEFAULT_READ_CPUS
+    found: list[float] = []
+    ops = [plan.dag]
     while ops:
         op = ops.pop()
         ops.extend(op.input_dependencies)
         remote_args = getattr(op, "ray_remote_args", None)
         if type(op).__name__.startswith("Read") and isinstance(remote_args, dict):
             found.append(float(remote_args.get("num_cpus", _DEFAULT_READ_CPUS)))
-    return max(found, default=_DEFAULT_READ_CPUS)
+    return max(found, default=0.0)  # no read in the plan: read already (a materialized dataset), no CPU asked

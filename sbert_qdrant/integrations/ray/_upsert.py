@@ -13,7 +13,7 @@ import ray.data
 
 from ...collection import TextCollection
 from ...encoder import encoder_choice
-from ...errors import InvalidArgumentError, PartialWriteError
+from ...errors import InvalidArgumentError, PartialWriteError, SbertQdrantError
 from ...records import Key, UpsertResult
 from ...types import OnConflict, Precision
 from ._cluster import Pool
@@ -248,6 +248,11 @@ class _Stream:
             return self.result(upsert(self.records()))
         except PartialWriteError as exc:
             raise self._complete(exc) from exc.__cause__
+        except SbertQdrantError as exc:  # nothing new stored: still a partial run where rows were stored before it
+            if not any(key is not None for key in self._stored):
+                raise
+            partial = PartialWriteError(str(exc), written_ids=[], unwritten_ids=[])
+            raise self._complete(partial) from exc
         finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
             close = getattr(self._iterator, "close", None)
             if close is not None:
@@ -282,14 +287,30 @@ def _write_from_workers(
     documents: bool,
     **chunking: Any,
 ) -> UpsertResult:
-    first = dataset_first_row(encoded, columns)
-    if first is not None and not collection.exists():  # created here, so that workers never race to create it
-        identity = first.pop("identity")
-        if documents:
-            collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
-        else:
-            collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
+    create_for_workers(encoded, collection, columns, on_conflict, documents, **chunking)
     server = partial(open_on_server, collection.collection_name, collection.encoder, url)
     sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
     encoded.write_datasink(sink)
     return sink.result
+
+
+def create_for_workers(
+    encoded: ray.data.Dataset,
+    collection: TextCollection,
+    columns: Columns,
+    on_conflict: OnConflict,
+    documents: bool,
+    **chunking: Any,
+) -> None:
+    """A missing collection created here with the dataset's first row, so that the workers never race to create it;
+    an existing one is left as it is (its rows not read: that would start the actors)."""
+    if collection.exists():
+        return
+    first = dataset_first_row(encoded, columns)
+    if first is None:
+        return
+    identity = first.pop("identity")
+    if documents:
+        collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
+    else:
+        collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
