@@ -237,11 +237,11 @@ def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
     monkeypatch.setattr(SentenceEncoder, "load", recorded)
     with TextCollection("settings", client=QdrantClient(":memory:")) as coll:
         assert coll.encoder.precision == "fp32"
-    options = actor_options(sbert_ray.Columns(), frozenset(), None, None, None)
+    options = actor_options(sbert_ray.Columns(), None, None, None, None)
     actor = sbert_ray.EncodeTexts(**pickle.loads(pickle.dumps(options)))  # as Ray ships them to the actors
     assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32"}] * 2
     assert actor.identity == coll.encoder.identity
-    assert actor_options(sbert_ray.Columns(), frozenset(), None, None, "bf16")["precision"] == "bf16"  # overrides win
+    assert actor_options(sbert_ray.Columns(), None, None, None, "bf16")["precision"] == "bf16"  # overrides win
 
 
 def test_vectors_of_another_model_are_refused_by_name(
@@ -375,15 +375,15 @@ def write_from_workers(
     """``items`` encoded by an actor and written by ``QdrantDatasink``'s tasks, each opening ``open_collection`` in
     its worker (one at a time: one embedded writer); ``on_conflict="skip"``, the stored ids looked up first as
     ``upsert_dataset`` does. Documents where ``chunking`` is given."""
-    from sbert_qdrant.integrations.ray._upsert import _stored
+    from sbert_qdrant.integrations.ray._upsert import find_stored
 
     documents = bool(chunking)
     dataset = ray.data.from_items(items, override_num_blocks=5)
     with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
-        skip = _stored(dataset, coll, columns, "skip", documents=documents)
+        stored = find_stored(dataset, coll, columns, "skip", documents=documents)
     encoded = dataset.map_batches(
         sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
-        fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32", **chunking),
+        fn_constructor_kwargs=actor_options(columns, stored, model_dir, None, "fp32", **chunking),
         compute=ray.data.ActorPoolStrategy(size=1),
         batch_size=8 if not documents else 2,
         batch_format="numpy",
@@ -462,7 +462,7 @@ def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
     items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
     qids = [r["qid"] for r in items]
 
@@ -516,7 +516,7 @@ def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
     items = [*rows[:20], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[21:24]]
 
     def block(part: list[dict[str, Any]]) -> Any:
@@ -582,3 +582,22 @@ def test_a_materialized_dataset_of_files_asks_no_read_cpu(local_ray: None, tmp_p
     remembering = SimpleNamespace(input_files=lambda: [str(path)], _logical_plan=materialized._logical_plan)
     assert read_cpus(remembering) == 0  # type: ignore[arg-type]
     Pool(2, 1, 0, 8).check_fits(remembering)  # type: ignore[arg-type]
+
+
+def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: None) -> None:
+    """Resume memory: the ids stored before the run reach a worker as a reference to one sorted array in Ray's object
+    store, mapped read-only (not a copy, not a set per actor); the lookup is exact."""
+    from sbert_qdrant.integrations.ray._stored import StoredIds, points, stored_mark
+
+    keys: list[Any] = [f"q{i}" for i in range(3000)] + list(range(100))
+    stored = StoredIds(points(map(stored_mark, keys[::3])))
+    assert len(pickle.dumps(stored.__getstate__()["count"])) < 100 and stored.count == 1034
+
+    @ray.remote
+    def look_up(ids: StoredIds, asked: list[Any]) -> tuple[list[bool], bool]:
+        return ids.marks(asked).tolist(), ids._points is not None and ids._points.flags.writeable
+
+    asked = [*keys, "q1", 3, "3", None, 1.5]
+    found, writeable = ray.get(look_up.remote(stored, asked))
+    assert found == [i % 3 == 0 for i in range(len(keys))] + [False, True, False, False, False]
+    assert not writeable  # mapped from the object store

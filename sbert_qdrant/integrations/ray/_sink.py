@@ -21,8 +21,9 @@ from ...protocols import TextEncoder
 from ...records import Key, UpsertResult
 from ...settings import Settings
 from ...types import OnConflict
-from ._encode import ENCODER_COLUMN, Batch, Columns, stored_mark
+from ._encode import ENCODER_COLUMN, Batch, Columns
 from ._rows import encoded_row, record
+from ._stored import stored_mark
 
 
 def open_on_server(name: str, encoder: TextEncoder, url: str) -> TextCollection:

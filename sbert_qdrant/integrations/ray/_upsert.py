@@ -9,19 +9,21 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
+import numpy as np
 import ray.data
 
 from ...collection import TextCollection
 from ...encoder import encoder_choice
 from ...errors import InvalidArgumentError, PartialWriteError, SbertQdrantError
 from ...records import Key, UpsertResult
-from ...types import OnConflict, Precision
+from ...types import IdKind, OnConflict, Precision
 from ._cluster import Pool
-from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
+from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts
 from ._rows import dataset_first_row, encoded_row
 from ._sink import QdrantDatasink, open_on_server
+from ._stored import StoredIds, points, stored_mark
 
-#: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
+#: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``), and read at a time.
 _LOOKUP_BATCH = 1024
 
 
@@ -66,8 +68,8 @@ def upsert_dataset(
     pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
-    skip = _stored(dataset, collection, columns, on_conflict, documents=False)
-    options = actor_options(columns, skip, model, device, precision)
+    stored = find_stored(dataset, collection, columns, on_conflict, documents=False)
+    options = actor_options(columns, stored, model, device, precision)
     encoded = _encoded(dataset, EncodeTexts, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
@@ -114,11 +116,11 @@ def upsert_documents_dataset(
     pool.check_fits(dataset)
     _check_writers(url, bulk)
     columns = _columns(dataset, text_column, id_column, payload_columns)
-    skip = _stored(dataset, collection, columns, on_conflict, documents=True)
+    stored = find_stored(dataset, collection, columns, on_conflict, documents=True)
     chunking: dict[str, Any] = dict(
         chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens, context_field=context_field
     )
-    options = actor_options(columns, skip, model, device, precision, **chunking)
+    options = actor_options(columns, stored, model, device, precision, **chunking)
     encoded = _encoded(dataset, EncodeDocuments, options, pool)
     if url is not None:
         return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
@@ -145,7 +147,7 @@ def _check_writers(url: str | None, bulk: bool) -> None:
 
 def actor_options(
     columns: Columns,
-    skip: frozenset[str],
+    stored: StoredIds | None,
     model: str | os.PathLike[str] | None,
     device: str | None,
     precision: Precision | None,
@@ -155,7 +157,7 @@ def actor_options(
     driver, as ``load_encoder`` chooses it, so every actor loads the same model, named the same (half of the
     encoder's identity), on the configured device at the configured precision."""
     choice = encoder_choice(model=model, device=device, precision=precision)
-    return {**choice, "columns": columns, "skip": skip, **chunking}
+    return {**choice, "columns": columns, "stored": stored, **chunking}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
@@ -188,19 +190,19 @@ def _encoded(
     return encoded
 
 
-def _stored(
+def find_stored(
     dataset: ray.data.Dataset, collection: TextCollection, columns: Columns, on_conflict: OnConflict, documents: bool
-) -> frozenset[str]:
-    """With ``on_conflict="skip"``, the point ids of the dataset's rows already stored (read before encoding)."""
-    if on_conflict != "skip" or not collection.exists():
-        return frozenset()
-    found: set[str] = set()
-    for chunk in _chunks((k for k in _keys(dataset, columns) if stored_mark(k) is not None), _LOOKUP_BATCH):
-        if documents:
-            found.update(stored_mark(k) or "" for k in chunk if collection.get_document(k) is not None)
-        else:
-            found.update(t.point_id for t in collection.get(chunk))
-    return frozenset(found)
+) -> StoredIds | None:
+    """With ``on_conflict="skip"``, the dataset's rows already stored (read before encoding, ids only, batch by
+    batch), for the actors to leave out; None otherwise."""
+    if on_conflict != "skip":
+        return None
+    found: list[np.ndarray] = []
+    if collection.exists():
+        kind: IdKind = "documents" if documents else "texts"
+        for chunk in _chunks((k for k in _keys(dataset, columns) if stored_mark(k) is not None), _LOOKUP_BATCH):
+            found.append(points(map(stored_mark, collection.stored_ids(chunk, kind=kind))))
+    return StoredIds(np.concatenate(found) if found else points([]))
 
 
 def _keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
