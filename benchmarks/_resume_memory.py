@@ -57,7 +57,8 @@ def resume_memory(stored: int) -> None:
                     part, ids=list(range(at, at + len(part))), vectors=vectors, vectors_from=encoder.identity
                 )
             print(f"  stored {coll.count()} ids in {time.perf_counter() - start:.0f} s")
-            dataset = ray.data.from_pandas(pd.DataFrame({"qid": np.arange(len(texts)), "text": texts}))
+            frame = pd.DataFrame({"qid": np.arange(len(texts)), "text": texts})
+            dataset = ray.data.from_pandas([frame[at : at + 8192] for at in range(0, len(frame), 8192)])
             sampler = _ActorMemory()
             sampler.start()
             start = time.perf_counter()

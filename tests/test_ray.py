@@ -85,7 +85,13 @@ def stored(coll: Any, ids: list[Any]) -> dict[Any, tuple[Any, ...]]:
 
 @pytest.mark.parametrize(("engines", "id_column"), [("edge", "qid"), ("memory", None)], indirect=["engines"])
 def test_dataset_stores_what_upsert_texts_stores(
-    local_ray: None, engines: Engines, encoder: SentenceEncoder, model_dir: Path, rows: list[Any], id_column: Any
+    local_ray: None,
+    engines: Engines,
+    encoder: SentenceEncoder,
+    model_dir: Path,
+    rows: list[Any],
+    id_column: Any,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     own, ray_coll = engines.open(encoder, "own"), engines.open(encoder, "ray")
     ids = own.upsert_texts(
@@ -93,8 +99,13 @@ def test_dataset_stores_what_upsert_texts_stores(
         ids=[r["qid"] for r in rows] if id_column else None,
         payloads=[{"score": r["score"]} if id_column else {"qid": r["qid"], "score": r["score"]} for r in rows],
     )
-    result = upsert(rows, ray_coll, model_dir, id_column=id_column, actors=2, bulk=id_column is None)
+    capfd.readouterr()
+    result = upsert(
+        rows, ray_coll, model_dir, id_column=id_column, actors=2, bulk=id_column is None, show_progress_bar=True
+    )
     assert list(result) == list(ids) and (result.written, result.skipped) == (len(rows), 0)
+    bars = capfd.readouterr().err
+    assert "Encoding: 100%" in bars and f"{len(rows)}/{len(rows)}" in bars  # one bar, its total known
     assert ray_coll.count() == own.count() == len(rows)
     mine, theirs = stored(own, ids), stored(ray_coll, ids)
     for key in ids:
@@ -601,3 +612,40 @@ def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: 
     found, writeable = ray.get(look_up.remote(stored, asked))
     assert found == [i % 3 == 0 for i in range(len(keys))] + [False, True, False, False, False]
     assert not writeable  # mapped from the object store
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher reads /proc (Linux)")
+def test_ray_started_by_connect_ends_with_a_killed_driver() -> None:
+    """SIGKILL leaves no atexit to run: every process below the driver (GCS, raylet, Ray's agents, workers) is
+    gone soon after it, ended by the watcher ``connect`` starts."""
+    import subprocess
+    import time
+
+    script = (
+        "import json, os, time, ray\n"
+        "from sbert_qdrant.integrations.ray import connect\n"
+        "from sbert_qdrant.integrations.ray._reaper import descendants\n"
+        "connect()\n"
+        "ray.get(ray.remote(lambda: 1).remote())\n"
+        "time.sleep(2)\n"
+        "print(json.dumps(descendants(os.getpid())), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        below = [tuple(p) for p in json.loads(driver.stdout.readline())]  # type: ignore[union-attr]
+    finally:
+        driver.kill()
+        driver.wait()
+    assert len(below) >= 3  # GCS, raylet, agents, a worker, the watcher
+    deadline = time.monotonic() + 30
+    while (alive := [p for p in below if _start(p[0]) == p[1]]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive, f"still running after the driver was killed: {alive}"
+
+
+def _start(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None

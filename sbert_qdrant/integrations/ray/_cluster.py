@@ -9,6 +9,7 @@ import ray
 import ray.data
 
 from ...errors import InvalidArgumentError
+from ._reaper import start_watcher
 
 #: CPUs a read task asks of Ray when its dataset's plan cannot tell (Ray's own default).
 _DEFAULT_READ_CPUS = 1.0
@@ -16,9 +17,12 @@ _DEFAULT_READ_CPUS = 1.0
 
 def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``: the one this machine belongs to; ``ray://host:10001``: a
-    remote one) or, with None, start Ray here on every CPU; nothing when this process is already connected."""
+    remote one) or, with None, start Ray here on every CPU, its processes ended with this one even when it is killed
+    (``_reaper``); nothing when this process is already connected."""
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False if address is None else None)
+        if address is None:
+            start_watcher()
 
 
 class Pool(NamedTuple):

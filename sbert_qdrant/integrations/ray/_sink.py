@@ -22,7 +22,7 @@ from ...records import Key, UpsertResult
 from ...settings import Settings
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
-from ._rows import encoded_row, record
+from ._rows import encoded_row, record, write_records
 from ._stored import stored_mark
 
 
@@ -117,12 +117,9 @@ class QdrantDatasink(Datasink[_Part]):
         if not records:
             return None
         try:
-            if self.documents:
-                result = collection.upsert_documents(
-                    records, on_conflict=self.on_conflict, vectors_from=identity, **self.chunking
-                )
-            else:
-                result = collection.upsert_texts(records, on_conflict=self.on_conflict, vectors_from=identity)
+            result = write_records(
+                collection, records, identity, on_conflict=self.on_conflict, documents=self.documents, **self.chunking
+            )
         except PartialWriteError as exc:
             stored = set(map(stored_mark, exc.written_ids))
             for place in places:
