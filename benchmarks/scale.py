@@ -12,6 +12,8 @@
    anchor), p50/p95 latency and storage for no quantization, int8 and binary, each with and without rescoring and
    oversampling (``search_params=``); the stored vectors are encoded once and cached in ``--cache``
    (``benchmarks/_quantized_search.py``).
+5. Resume memory per actor: ``--stored`` (1M) ids stored cheaply (a tiny encoder's vectors given), then a resumed
+   ``upsert_dataset(..., on_conflict="skip")``; the encoding actor's memory sampled (``benchmarks/_resume_memory.py``).
 
     python benchmarks/scale.py --data ../shared/data [--texts 20000] [--pools 1x2,2x1] [--parts 1234]
 """
@@ -29,6 +31,7 @@ import ray
 import torch
 from _data import cpu_summary, read_corpus, read_scifact
 from _quantized_search import quantized_search
+from _resume_memory import resume_memory
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.documents import Chunking
@@ -109,7 +112,8 @@ def main() -> None:
     parser.add_argument("--points", type=int, default=100_000, help="stored sentences for part 4")
     parser.add_argument("--queries", type=int, default=200, help="held-out queries for part 4")
     parser.add_argument("--cache", type=Path, default=None, help="folder caching part 4's encoded sentences")
-    parser.add_argument("--parts", default="1234", help="which parts to run")
+    parser.add_argument("--stored", type=int, default=1_000_000, help="ids stored before the resume of part 5")
+    parser.add_argument("--parts", default="1234", help="which parts to run (5: resume memory)")
     args = parser.parse_args()
     pools = [(int(a), int(c)) for a, c in (p.split("x") for p in args.pools.split(","))]
     texts = read_corpus(args.data, args.texts)
@@ -127,6 +131,11 @@ def main() -> None:
         by_length(args.data, texts, encoder, args.chunks)
     if "4" in args.parts:
         quantized_search(args.data, args.points, args.queries, args.cache)
+    if "5" in args.parts:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        resume_memory(args.stored)
+        ray.shutdown()
 
 
 if __name__ == "__main__":

@@ -22,16 +22,27 @@ from ._schema import CollectionSettings
 from ._search import rerank_depth, reranked, search_plan
 from ._texts_async import AsyncTexts
 from .dedup import Calibration
-from .documents import DocumentHit, StoredDocument, chunks_only, first_chunks_only
+from .documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only, first_chunks_only
 from .encoder import Bm25, CrossEncoder, load_encoder
 from .errors import InvalidArgumentError
 from .protocols import TextEncoder
-from .records import Hit, Key, StoredText, UpsertResult
+from .records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from .settings import Settings
 from .store import RetryPolicy
 from .store.factory import open_async_store
 from .store.protocol_async import AsyncVectorStore
-from .types import COUNT_KINDS, CountKind, Distance, Fusion, OnConflict, Quantization, Scoring, SearchMode
+from .types import (
+    COUNT_KINDS,
+    ID_KINDS,
+    CountKind,
+    Distance,
+    Fusion,
+    IdKind,
+    OnConflict,
+    Quantization,
+    Scoring,
+    SearchMode,
+)
 
 __all__ = ["AsyncTextCollection", "DuplicatePair"]
 
@@ -233,6 +244,17 @@ class AsyncTextCollection:
     async def get(self, ids: Sequence[Key], with_vectors: bool = False) -> list[StoredText]:
         """Stored texts by id, in the order asked; unknown ids (and documents' ids) are left out."""
         return await self._texts.get(ids, with_vectors)
+
+    async def stored_ids(self, ids: Sequence[Key], *, kind: IdKind = "texts") -> list[Key]:
+        """Those of ``ids`` stored as texts (``kind="documents"``: as documents), in the order asked. Ids only: no
+        payload or vector is read, so that a resumed load can ask it of millions of ids batch by batch."""
+        if kind not in ID_KINDS:
+            raise InvalidArgumentError(f"kind={kind!r} must be one of {ID_KINDS}.")
+        keys = check_ids(ids)
+        points = [point_id(key) if kind == "texts" else chunk_point_id(key, 0) for key in keys]
+        await self._ctx.ensure(create=False)
+        found = await self._ctx.store.existing_ids(self.collection_name, points) if points else set()
+        return [key for key, point in zip(keys, points, strict=True) if point in found]
 
     async def search_text(
         self,

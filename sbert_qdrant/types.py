@@ -40,6 +40,10 @@ QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 CountKind = Literal["texts", "documents", "chunks"]
 COUNT_KINDS: tuple[CountKind, ...] = get_args(CountKind)
 
+#: What ``stored_ids`` looks an id up as: a text, or a document.
+IdKind = Literal["texts", "documents"]
+ID_KINDS: tuple[IdKind, ...] = get_args(IdKind)
+
 #: How a document's score comes from its chunks' scores: the best one, or their sum.
 Scoring = Literal["max", "sum"]
 
@@ -68,6 +72,7 @@ __all__ = [
     "DISTANCES",
     "FILE_FORMATS",
     "FUSIONS",
+    "ID_KINDS",
     "ON_CONFLICTS",
     "PRECISIONS",
     "QUANTIZATIONS",
@@ -79,6 +84,7 @@ __all__ = [
     "Distance",
     "FileFormat",
     "Fusion",
+    "IdKind",
     "LabelKind",
     "NativeKernels",
     "OnConflict",

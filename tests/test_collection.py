@@ -188,6 +188,18 @@ def test_get_returns_unit_vectors_in_the_asked_order(make: Engines, tiny_encoder
     np.testing.assert_allclose(np.stack([t.vector for t in got]), expected, atol=1e-5)  # type: ignore[misc]
 
 
+def test_stored_ids_names_the_stored_texts_or_documents_in_the_asked_order(
+    make: Engines, tiny_encoder: SentenceEncoder
+) -> None:
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS[:3], ids=["a", 1, "c"])
+    coll.upsert_documents([QUESTIONS[3]], ids=["doc"])
+    assert coll.stored_ids(["c", "missing", "a", 1, "1", "doc"]) == ["c", "a", 1]
+    assert coll.stored_ids(["a", "doc", "other"], kind="documents") == ["doc"]
+    with pytest.raises(InvalidArgumentError, match="kind='chunks' must be one of"):
+        coll.stored_ids(["a"], kind="chunks")  # type: ignore[arg-type]
+
+
 def test_existing_collection_is_checked_never_replaced(
     make: Engines, tiny_encoder: SentenceEncoder, default_encoder: SentenceEncoder
 ) -> None:

@@ -85,7 +85,13 @@ def stored(coll: Any, ids: list[Any]) -> dict[Any, tuple[Any, ...]]:
 
 @pytest.mark.parametrize(("engines", "id_column"), [("edge", "qid"), ("memory", None)], indirect=["engines"])
 def test_dataset_stores_what_upsert_texts_stores(
-    local_ray: None, engines: Engines, encoder: SentenceEncoder, model_dir: Path, rows: list[Any], id_column: Any
+    local_ray: None,
+    engines: Engines,
+    encoder: SentenceEncoder,
+    model_dir: Path,
+    rows: list[Any],
+    id_column: Any,
+    capfd: pytest.CaptureFixture[str],
 ) -> None:
     own, ray_coll = engines.open(encoder, "own"), engines.open(encoder, "ray")
     ids = own.upsert_texts(
@@ -93,8 +99,13 @@ def test_dataset_stores_what_upsert_texts_stores(
         ids=[r["qid"] for r in rows] if id_column else None,
         payloads=[{"score": r["score"]} if id_column else {"qid": r["qid"], "score": r["score"]} for r in rows],
     )
-    result = upsert(rows, ray_coll, model_dir, id_column=id_column, actors=2, bulk=id_column is None)
+    capfd.readouterr()
+    result = upsert(
+        rows, ray_coll, model_dir, id_column=id_column, actors=2, bulk=id_column is None, show_progress_bar=True
+    )
     assert list(result) == list(ids) and (result.written, result.skipped) == (len(rows), 0)
+    bars = capfd.readouterr().err
+    assert "Encoding: 100%" in bars and f"{len(rows)}/{len(rows)}" in bars  # one bar, its total known
     assert ray_coll.count() == own.count() == len(rows)
     mine, theirs = stored(own, ids), stored(ray_coll, ids)
     for key in ids:
@@ -237,11 +248,11 @@ def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
     monkeypatch.setattr(SentenceEncoder, "load", recorded)
     with TextCollection("settings", client=QdrantClient(":memory:")) as coll:
         assert coll.encoder.precision == "fp32"
-    options = actor_options(sbert_ray.Columns(), frozenset(), None, None, None)
+    options = actor_options(sbert_ray.Columns(), None, None, None, None)
     actor = sbert_ray.EncodeTexts(**pickle.loads(pickle.dumps(options)))  # as Ray ships them to the actors
     assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32"}] * 2
     assert actor.identity == coll.encoder.identity
-    assert actor_options(sbert_ray.Columns(), frozenset(), None, None, "bf16")["precision"] == "bf16"  # overrides win
+    assert actor_options(sbert_ray.Columns(), None, None, None, "bf16")["precision"] == "bf16"  # overrides win
 
 
 def test_vectors_of_another_model_are_refused_by_name(
@@ -375,15 +386,15 @@ def write_from_workers(
     """``items`` encoded by an actor and written by ``QdrantDatasink``'s tasks, each opening ``open_collection`` in
     its worker (one at a time: one embedded writer); ``on_conflict="skip"``, the stored ids looked up first as
     ``upsert_dataset`` does. Documents where ``chunking`` is given."""
-    from sbert_qdrant.integrations.ray._upsert import _stored
+    from sbert_qdrant.integrations.ray._upsert import find_stored
 
     documents = bool(chunking)
     dataset = ray.data.from_items(items, override_num_blocks=5)
     with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
-        skip = _stored(dataset, coll, columns, "skip", documents=documents)
+        stored = find_stored(dataset, coll, columns, "skip", documents=documents)
     encoded = dataset.map_batches(
         sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
-        fn_constructor_kwargs=actor_options(columns, skip, model_dir, None, "fp32", **chunking),
+        fn_constructor_kwargs=actor_options(columns, stored, model_dir, None, "fp32", **chunking),
         compute=ray.data.ActorPoolStrategy(size=1),
         batch_size=8 if not documents else 2,
         batch_format="numpy",
@@ -462,7 +473,7 @@ def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, frozenset(), model_dir, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
     items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
     qids = [r["qid"] for r in items]
 
@@ -502,3 +513,139 @@ def test_a_stopped_run_lists_every_row_of_the_dataset_as_written_or_not(
         assert 10 < len(written) <= 30 and coll.count() == len(written)
     finally:
         engines.close()
+
+
+def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
+    tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """Each write task writes its own rows, so a repeated explicit id in another task is seen by the driver only:
+    the run still stops with an error naming the row and the row it repeats, by their numbers in the dataset."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource.datasink import WriteResult
+
+    columns = sbert_ray.Columns("text", "qid")
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
+    items = [*rows[:20], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[21:24]]
+
+    def block(part: list[dict[str, Any]]) -> Any:
+        return BlockAccessor.batch_to_block(
+            actor({k: np.array([r[k] for r in part]) for k in ("qid", "text", "score")})
+        )
+
+    open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
+    parts = [sink.write([block(items[:12])], SimpleNamespace(task_idx=0))]
+    parts.append(sink.write([block(items[12:])], SimpleNamespace(task_idx=1)))
+    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \(qid='q3'"):
+        sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=parts))
+
+
+def test_a_resumed_run_that_stores_nothing_new_still_lists_what_is_stored(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """The driver's path: the first row not stored before the run is bad, so nothing new is stored; the error is
+    still a ``PartialWriteError`` listing the rows stored before among the written ones."""
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        qids = [r["qid"] for r in rows]
+        upsert(rows[:10], coll, model_dir, id_column="qid")
+        broken = [*rows[:10], {"qid": "q10", "text": "   ", "score": 0.0}, *rows[11:]]
+        with pytest.raises(PartialWriteError, match=r"row 10 \(qid='q10'\)") as caught:
+            upsert(broken, coll, model_dir, id_column="qid", batch_size=8, on_conflict="skip")
+        assert (caught.value.written_ids, caught.value.unwritten_ids) == (qids[:10], qids[10:])
+        assert coll.count() == 10
+    finally:
+        engines.close()
+
+
+def test_an_existing_collection_is_not_read_before_the_workers_write(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, encoder: SentenceEncoder
+) -> None:
+    """Reading the dataset's first row starts the actors and loads the model: only done for a missing collection."""
+    upserting = pytest.importorskip("sbert_qdrant.integrations.ray._upsert")
+
+    def first_row(*args: Any) -> Any:
+        raise AssertionError("the first row was read for a collection that exists")
+
+    monkeypatch.setattr(upserting, "dataset_first_row", first_row)
+    with TextCollection("there", encoder, client=QdrantClient(":memory:")) as coll:
+        coll.upsert_texts(["stored"])
+        upserting.create_for_workers(None, coll, sbert_ray.Columns(), "overwrite", documents=False)
+        assert coll.count() == 1
+
+
+def test_a_materialized_dataset_of_files_asks_no_read_cpu(local_ray: None, tmp_path: Path, rows: list[Any]) -> None:
+    """Read already: no read task waits for a CPU, so a pool may hold every CPU. Ray 2.60 forgets a materialized
+    dataset's files; a version that keeps them (its plan holds no read) is stood for by the plan of one."""
+    from types import SimpleNamespace
+
+    from sbert_qdrant.integrations.ray._cluster import Pool, read_cpus
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    lazy = ray.data.read_json(str(path), lines=True)
+    materialized = lazy.materialize()
+    assert read_cpus(lazy) == 1 and read_cpus(materialized) == 0
+    remembering = SimpleNamespace(input_files=lambda: [str(path)], _logical_plan=materialized._logical_plan)
+    assert read_cpus(remembering) == 0  # type: ignore[arg-type]
+    Pool(2, 1, 0, 8).check_fits(remembering)  # type: ignore[arg-type]
+
+
+def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: None) -> None:
+    """Resume memory: the ids stored before the run reach a worker as a reference to one sorted array in Ray's object
+    store, mapped read-only (not a copy, not a set per actor); the lookup is exact."""
+    from sbert_qdrant.integrations.ray._stored import StoredIds, points, stored_mark
+
+    keys: list[Any] = [f"q{i}" for i in range(3000)] + list(range(100))
+    stored = StoredIds(points(map(stored_mark, keys[::3])))
+    assert len(pickle.dumps(stored.__getstate__()["count"])) < 100 and stored.count == 1034
+
+    @ray.remote
+    def look_up(ids: StoredIds, asked: list[Any]) -> tuple[list[bool], bool]:
+        return ids.marks(asked).tolist(), ids._points is not None and ids._points.flags.writeable
+
+    asked = [*keys, "q1", 3, "3", None, 1.5]
+    found, writeable = ray.get(look_up.remote(stored, asked))
+    assert found == [i % 3 == 0 for i in range(len(keys))] + [False, True, False, False, False]
+    assert not writeable  # mapped from the object store
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher reads /proc (Linux)")
+def test_ray_started_by_connect_ends_with_a_killed_driver() -> None:
+    """SIGKILL leaves no atexit to run: every process below the driver (GCS, raylet, Ray's agents, workers) is
+    gone soon after it, ended by the watcher ``connect`` starts."""
+    import subprocess
+    import time
+
+    script = (
+        "import json, os, time, ray\n"
+        "from sbert_qdrant.integrations.ray import connect\n"
+        "from sbert_qdrant.integrations.ray._reaper import descendants\n"
+        "connect()\n"
+        "ray.get(ray.remote(lambda: 1).remote())\n"
+        "time.sleep(2)\n"
+        "print(json.dumps(descendants(os.getpid())), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        below = [tuple(p) for p in json.loads(driver.stdout.readline())]  # type: ignore[union-attr]
+    finally:
+        driver.kill()
+        driver.wait()
+    assert len(below) >= 3  # GCS, raylet, agents, a worker, the watcher
+    deadline = time.monotonic() + 30
+    while (alive := [p for p in below if _start(p[0]) == p[1]]) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not alive, f"still running after the driver was killed: {alive}"
+
+
+def _start(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None

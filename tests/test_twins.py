@@ -29,6 +29,7 @@ DOCUMENTED = {
     "upsert_documents",
     "delete_documents",
     "get_document",
+    "stored_ids",
     "search_documents",
     "find_duplicates",
     "calibrate_threshold",

@@ -9,6 +9,7 @@ import ray
 import ray.data
 
 from ...errors import InvalidArgumentError
+from ._reaper import start_watcher
 
 #: CPUs a read task asks of Ray when its dataset's plan cannot tell (Ray's own default).
 _DEFAULT_READ_CPUS = 1.0
@@ -16,9 +17,12 @@ _DEFAULT_READ_CPUS = 1.0
 
 def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``: the one this machine belongs to; ``ray://host:10001``: a
-    remote one) or, with None, start Ray here on every CPU; nothing when this process is already connected."""
+    remote one) or, with None, start Ray here on every CPU, its processes ended with this one even when it is killed
+    (``_reaper``); nothing when this process is already connected."""
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False if address is None else None)
+        if address is None:
+            start_watcher()
 
 
 class Pool(NamedTuple):
@@ -65,17 +69,20 @@ class Pool(NamedTuple):
 
 
 def read_cpus(dataset: ray.data.Dataset) -> float:
-    """The most CPUs any read task of the dataset asks for (0: it reads no files). No public API tells it, so it is
-    read from the plan; where the plan cannot be read, Ray's default, 1."""
+    """The most CPUs any read task of the dataset asks for (0: it reads no files, or read them already, e.g. a
+    materialized dataset). No public API tells it, so it is read from the plan; where the plan cannot be read, Ray's
+    default, 1."""
     if not dataset.input_files():
         return 0.0
-    found: list[float] = []
     plan = getattr(dataset, "_logical_plan", None)
-    ops = [plan.dag] if plan is not None else []
+    if plan is None:
+        return _DEFAULT_READ_CPUS
+    found: list[float] = []
+    ops = [plan.dag]
     while ops:
         op = ops.pop()
         ops.extend(op.input_dependencies)
         remote_args = getattr(op, "ray_remote_args", None)
         if type(op).__name__.startswith("Read") and isinstance(remote_args, dict):
             found.append(float(remote_args.get("num_cpus", _DEFAULT_READ_CPUS)))
-    return max(found, default=_DEFAULT_READ_CPUS)
+    return max(found, default=0.0)  # no read in the plan: read already (a materialized dataset), no CPU asked

@@ -2,7 +2,7 @@
 
 A row whose text cannot be encoded (not a str, blank) gets a zero vector instead of failing the actor: Ray Data
 would wrap the error in its own, so the driver checks every row and stops the run with an error naming it. A row
-stored before the run (``skip``) is marked and not encoded.
+stored before the run (``stored``: ``StoredIds``, found by the driver) is marked and not encoded.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import numpy as np
 from ...documents import Chunking
 from ...encoder import load_encoder
 from ...errors import InvalidArgumentError, InvalidInputError
-from ...records import point_id, text_id
+from ...records import text_id
 from ...types import Precision
+from ._stored import StoredIds
 
 #: Columns the encoding adds: the dense vector (texts: one per row; documents: a (chunks, dimension) matrix per row),
 #: the identity of the encoder that made it, and whether the row was stored before the run (then not encoded).
@@ -63,14 +64,6 @@ class Columns:
         return text_id(text) if isinstance(text, str) else None
 
 
-def stored_mark(key: Any) -> str | None:
-    """How a stored id is looked up in ``skip``: its point id (None for a key that is not an id)."""
-    try:
-        return point_id(key)
-    except InvalidInputError:
-        return None
-
-
 def _python(value: Any) -> Any:
     """A numpy scalar or array as the plain Python value a payload or an id holds."""
     return value.tolist() if isinstance(value, (np.generic, np.ndarray)) else value
@@ -90,20 +83,20 @@ class _Encode:
         device: str | None,
         precision: Precision | None,
         encode_batch_size: int,
-        skip: Collection[str],
+        stored: StoredIds | None,
     ) -> None:
         self.encoder = load_encoder(model=model, device=device, precision=precision)
         self.identity = self.encoder.identity
         self.columns = columns
         self.encode_batch_size = encode_batch_size
-        self.skip = skip
+        self.stored = stored
 
     def _stored(self, batch: Batch) -> np.ndarray:
-        """Which rows' ids are in ``skip`` (stored before the run, with ``on_conflict="skip"``): not encoded."""
+        """Which rows' ids are in ``stored`` (stored before the run, with ``on_conflict="skip"``): not encoded."""
         rows = range(len(batch[self.columns.text]))
-        if not self.skip:
+        if self.stored is None or not self.stored.count:
             return np.zeros(len(rows), dtype=bool)
-        return np.array([stored_mark(self.columns.key(batch, row)) in self.skip for row in rows], dtype=bool)
+        return self.stored.marks(self.columns.key(batch, row) for row in rows)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.encoder.encode_document(texts, batch_size=self.encode_batch_size, show_progress_bar=False)
@@ -128,9 +121,9 @@ class EncodeTexts(_Encode):
         device: str | None = None,
         precision: Precision | None = None,
         encode_batch_size: int = 32,
-        skip: Collection[str] = frozenset(),
+        stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(model, columns, device, precision, encode_batch_size, skip)
+        super().__init__(model, columns, device, precision, encode_batch_size, stored)
 
     def __call__(self, batch: Batch) -> Batch:
         stored = self._stored(batch)
@@ -158,9 +151,9 @@ class EncodeDocuments(_Encode):
         device: str | None = None,
         precision: Precision | None = None,
         encode_batch_size: int = 32,
-        skip: Collection[str] = frozenset(),
+        stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(model, columns, device, precision, encode_batch_size, skip)
+        super().__init__(model, columns, device, precision, encode_batch_size, stored)
         self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)
 
     def __call__(self, batch: Batch) -> Batch:

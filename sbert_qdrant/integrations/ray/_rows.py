@@ -3,13 +3,16 @@ write tasks alike)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import ray.data
 
+from ...collection import TextCollection
 from ...errors import InvalidInputError
-from ...records import check_text
+from ...records import UpsertResult, check_text
+from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, STORED_COLUMN, VECTOR_COLUMN, Batch, Columns
 
 
@@ -42,3 +45,30 @@ def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, 
             identity = str(batch[ENCODER_COLUMN][0])
             return {**record(batch, 0, 0, columns, identity), "identity": identity}
     return None
+
+
+def write_records(
+    collection: TextCollection,
+    records: Iterable[dict[str, Any]],
+    identity: str | None,
+    *,
+    on_conflict: OnConflict,
+    documents: bool,
+    bulk: bool = False,
+    batch_size: int | None = None,
+    **chunking: Any,
+) -> UpsertResult:
+    """The one collection call of both write paths: encoded records (``identity`` made their vectors) stored as
+    texts, or as documents cut by ``chunking``; the caller shows the progress."""
+    if documents:
+        return collection.upsert_documents(
+            records, on_conflict=on_conflict, show_progress_bar=False, vectors_from=identity, bulk=bulk, **chunking
+        )
+    return collection.upsert_texts(  # batch_size None: the engine's default
+        records,
+        batch_size=batch_size,
+        on_conflict=on_conflict,
+        show_progress_bar=False,
+        vectors_from=identity,
+        bulk=bulk,
+    )

@@ -21,8 +21,9 @@ from ...protocols import TextEncoder
 from ...records import Key, UpsertResult
 from ...settings import Settings
 from ...types import OnConflict
-from ._encode import ENCODER_COLUMN, Batch, Columns, stored_mark
-from ._rows import encoded_row, record
+from ._encode import ENCODER_COLUMN, Batch, Columns
+from ._rows import encoded_row, record, write_records
+from ._stored import stored_mark
 
 
 def open_on_server(name: str, encoder: TextEncoder, url: str) -> TextCollection:
@@ -116,12 +117,9 @@ class QdrantDatasink(Datasink[_Part]):
         if not records:
             return None
         try:
-            if self.documents:
-                result = collection.upsert_documents(
-                    records, on_conflict=self.on_conflict, vectors_from=identity, **self.chunking
-                )
-            else:
-                result = collection.upsert_texts(records, on_conflict=self.on_conflict, vectors_from=identity)
+            result = write_records(
+                collection, records, identity, on_conflict=self.on_conflict, documents=self.documents, **self.chunking
+            )
         except PartialWriteError as exc:
             stored = set(map(stored_mark, exc.written_ids))
             for place in places:
@@ -148,9 +146,33 @@ class QdrantDatasink(Datasink[_Part]):
             done.extend(part.done)
             self.result.written += part.written
             self.result.skipped += part.skipped
+        names = [part.name for part in write_result.write_returns]
+        repeat = self._first_repeat(keys, names[0] if names else "")
+        if repeat is not None and (first is None or repeat[0] < first[0]):
+            first = repeat
         if first is not None:
             raise self._error(*first, keys, done)
         self.result.extend(key for key in keys if key is not None)  # None only where a task stopped
+
+    def _first_repeat(self, keys: list[Key | None], name: str) -> tuple[int, _Stop, str] | None:
+        """The first row whose explicit id an earlier row of the dataset has (each write task wrote its own, so
+        the point holds the later row): the stop it makes, as in ``on_write_complete``."""
+        if self.columns.id is None:  # text-derived ids: a repeated text is the same record
+            return None
+        seen: dict[str, int] = {}
+        for number, key in enumerate(keys):
+            mark = stored_mark(key)
+            if mark is None:
+                continue
+            earlier = seen.setdefault(mark, number)
+            if earlier != number:
+                cause = InvalidInputError(
+                    f"row {number} repeats row {earlier} ({self.columns.id}={key!r}, the same point; written by "
+                    "different write tasks, the point holds one of them): ids must be unique in one run. Fix the "
+                    "dataset and re-run."
+                )
+                return number, _Stop(0, cause), name
+        return None
 
     def _error(self, number: int, stop: _Stop, name: str, keys: list[Key | None], done: list[bool]) -> Exception:
         cause: SbertQdrantError = stop.cause

@@ -1,28 +1,32 @@
 """``upsert_dataset`` / ``upsert_documents_dataset``: a Ray Dataset encoded by an actor pool, written into a collection
-with the collection's own checks, ids and pipeline (``upsert_texts(..., vectors_from=)``)."""
+with the collection's own checks, ids and pipeline (``upsert_texts(..., vectors_from=)``); texts and documents take
+one run (``_run``), differing only in the actor and the collection call (``_rows.write_records``)."""
 
 from __future__ import annotations
 
-import itertools
+import logging
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+import numpy as np
 import ray.data
 
 from ...collection import TextCollection
 from ...encoder import encoder_choice
-from ...errors import InvalidArgumentError, PartialWriteError
-from ...records import Key, UpsertResult
-from ...types import OnConflict, Precision
+from ...errors import InvalidArgumentError
+from ...records import UpsertResult
+from ...types import IdKind, OnConflict, Precision
 from ._cluster import Pool
-from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns, EncodeDocuments, EncodeTexts, stored_mark
-from ._rows import dataset_first_row, encoded_row
+from ._encode import Columns, EncodeDocuments, EncodeTexts
+from ._rows import dataset_first_row, write_records
 from ._sink import QdrantDatasink, open_on_server
+from ._stored import StoredIds, points, stored_mark
+from ._stream import KEYS_BATCH, Stream, chunks, keys
 
-#: Ids asked of the collection at a time when looking for stored ones (``on_conflict="skip"``).
-_LOOKUP_BATCH = 1024
+logger = logging.getLogger(__name__)
 
 
 def upsert_dataset(
@@ -62,26 +66,8 @@ def upsert_dataset(
     (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
-    pool.check()
-    pool.check_fits(dataset)
-    _check_writers(url, bulk)
-    columns = _columns(dataset, text_column, id_column, payload_columns)
-    skip = _stored(dataset, collection, columns, on_conflict, documents=False)
-    options = actor_options(columns, skip, model, device, precision)
-    encoded = _encoded(dataset, EncodeTexts, options, pool)
-    if url is not None:
-        return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=False)
-    stream = _Stream(encoded, columns, dataset)
-    return stream.write(
-        lambda records: collection.upsert_texts(
-            records,
-            batch_size=batch_size,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            vectors_from=stream.identity,
-            bulk=bulk,
-        )
-    )
+    run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=False)
+    return _run(dataset, collection, run, (text_column, id_column, payload_columns), model, device, precision)
 
 
 def upsert_documents_dataset(
@@ -110,29 +96,52 @@ def upsert_documents_dataset(
     ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
     document. ``batch_size`` counts documents."""
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
-    pool.check()
-    pool.check_fits(dataset)
-    _check_writers(url, bulk)
-    columns = _columns(dataset, text_column, id_column, payload_columns)
-    skip = _stored(dataset, collection, columns, on_conflict, documents=True)
-    chunking: dict[str, Any] = dict(
-        chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens, context_field=context_field
-    )
-    options = actor_options(columns, skip, model, device, precision, **chunking)
-    encoded = _encoded(dataset, EncodeDocuments, options, pool)
-    if url is not None:
-        return _write_from_workers(encoded, collection, url, columns, on_conflict, documents=True, **chunking)
-    stream = _Stream(encoded, columns, dataset)
-    return stream.write(
-        lambda records: collection.upsert_documents(
-            records,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            vectors_from=stream.identity,
-            bulk=bulk,
-            **chunking,
+    chunking = {"chunk_tokens": chunk_tokens, "overlap_tokens": overlap_tokens, "context_field": context_field}
+    run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=True, chunking=chunking)
+    return _run(dataset, collection, run, (text_column, id_column, payload_columns), model, device, precision)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """How a run encodes and writes: the pool, the write's options, texts or documents (and how they are cut)."""
+
+    pool: Pool
+    on_conflict: OnConflict
+    bulk: bool
+    url: str | None
+    show_progress_bar: bool | None
+    documents: bool
+    chunking: dict[str, Any] = field(default_factory=dict)
+
+
+def _run(
+    dataset: ray.data.Dataset,
+    collection: TextCollection,
+    run: _Run,
+    column_names: tuple[str, str | None, Sequence[str] | None],
+    model: str | os.PathLike[str] | None,
+    device: str | None,
+    precision: Precision | None,
+) -> UpsertResult:
+    """The one run of texts and documents: checks, the stored rows found, the actors, then one of the write paths."""
+    run.pool.check()
+    run.pool.check_fits(dataset)
+    _check_writers(run.url, run.bulk)
+    columns = _columns(dataset, *column_names)
+    stored = find_stored(dataset, collection, columns, run.on_conflict, run.documents)
+    options = actor_options(columns, stored, model, device, precision, **run.chunking)
+    show = logger.isEnabledFor(logging.INFO) if run.show_progress_bar is None else run.show_progress_bar
+    actor = EncodeDocuments if run.documents else EncodeTexts
+    # One progress bar: the driver's own (rows as the actors' batches arrive); Ray's only where the workers write.
+    encoded = _encoded(dataset, actor, options, run.pool, ray_progress=show and run.url is not None)
+    if run.url is not None:
+        return _write_from_workers(
+            encoded, collection, run.url, columns, run.on_conflict, run.documents, **run.chunking
         )
-    )
+    stream = Stream(encoded, columns, dataset, show, unit="doc" if run.documents else "text")
+    batch_size = None if run.documents else run.pool.batch_size  # documents: the collection's own batches
+    write = partial(write_records, collection, on_conflict=run.on_conflict, documents=run.documents, bulk=run.bulk)
+    return stream.write(lambda records: write(records, stream.identity, batch_size=batch_size, **run.chunking))
 
 
 def _check_writers(url: str | None, bulk: bool) -> None:
@@ -145,7 +154,7 @@ def _check_writers(url: str | None, bulk: bool) -> None:
 
 def actor_options(
     columns: Columns,
-    skip: frozenset[str],
+    stored: StoredIds | None,
     model: str | os.PathLike[str] | None,
     device: str | None,
     precision: Precision | None,
@@ -155,7 +164,7 @@ def actor_options(
     driver, as ``load_encoder`` chooses it, so every actor loads the same model, named the same (half of the
     encoder's identity), on the configured device at the configured precision."""
     choice = encoder_choice(model=model, device=device, precision=precision)
-    return {**choice, "columns": columns, "skip": skip, **chunking}
+    return {**choice, "columns": columns, "stored": stored, **chunking}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
@@ -173,6 +182,7 @@ def _encoded(
     actor: type[EncodeTexts] | type[EncodeDocuments],
     options: dict[str, Any],
     pool: Pool,
+    ray_progress: bool,
 ) -> ray.data.Dataset:
     """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
@@ -185,92 +195,23 @@ def _encoded(
         batch_format="numpy",
     )
     encoded.context.execution_options.preserve_order = True  # ids come back in the dataset's order
+    encoded.context.enable_progress_bars = ray_progress
     return encoded
 
 
-def _stored(
+def find_stored(
     dataset: ray.data.Dataset, collection: TextCollection, columns: Columns, on_conflict: OnConflict, documents: bool
-) -> frozenset[str]:
-    """With ``on_conflict="skip"``, the point ids of the dataset's rows already stored (read before encoding)."""
-    if on_conflict != "skip" or not collection.exists():
-        return frozenset()
-    found: set[str] = set()
-    for chunk in _chunks((k for k in _keys(dataset, columns) if stored_mark(k) is not None), _LOOKUP_BATCH):
-        if documents:
-            found.update(stored_mark(k) or "" for k in chunk if collection.get_document(k) is not None)
-        else:
-            found.update(t.point_id for t in collection.get(chunk))
-    return frozenset(found)
-
-
-def _keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
-    """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
-    wanted = [columns.text] if columns.id is None else [columns.id]
-    for batch in dataset.select_columns(wanted).iter_batches(batch_size=_LOOKUP_BATCH, batch_format="numpy"):
-        for row in range(len(batch[wanted[0]])):
-            yield columns.key(batch, row)
-
-
-def _chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
-    iterator = iter(items)
-    while chunk := list(itertools.islice(iterator, size)):
-        yield chunk
-
-
-class _Stream:
-    """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
-    left out and remembered, so that the result still lists every row's id, in the dataset's order."""
-
-    def __init__(self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset) -> None:
-        self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
-        first = next(batches, None)
-        #: The identity of the encoder that made the vectors (None: no rows).
-        self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
-        self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
-        self._columns = columns
-        self._source = source
-        #: Per row: its id when it was stored before the run, None when it went to the collection.
-        self._stored: list[Key | None] = []
-
-    def records(self) -> Iterator[dict[str, Any]]:
-        number = 0
-        for batch in self._batches:
-            for row in range(len(batch[STORED_COLUMN])):
-                found = encoded_row(batch, row, number, self._columns, self.identity or "")
-                self._stored.append(self._columns.key(batch, row) if found is None else None)
-                if found is not None:
-                    yield found
-                number += 1
-
-    def write(self, upsert: Callable[[Iterator[dict[str, Any]]], UpsertResult]) -> UpsertResult:
-        """The run's result from ``upsert`` of the records; where it stops part-way, its error with every row."""
-        try:
-            return self.result(upsert(self.records()))
-        except PartialWriteError as exc:
-            raise self._complete(exc) from exc.__cause__
-        finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
-            close = getattr(self._iterator, "close", None)
-            if close is not None:
-                close()
-
-    def _complete(self, exc: PartialWriteError) -> PartialWriteError:
-        """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
-        written ones, the rows never read (the run stopped first) among the unwritten ones."""
-        stored = [key for key in self._stored if key is not None]
-        done = {stored_mark(key) for key in [*exc.written_ids, *stored]}
-        rows = {mark: key for key in _keys(self._source, self._columns) if (mark := stored_mark(key)) is not None}
-        return PartialWriteError(
-            str(exc),
-            written_ids=[key for mark, key in rows.items() if mark in done],
-            unwritten_ids=[key for mark, key in rows.items() if mark not in done],
-        )
-
-    def result(self, written: UpsertResult) -> UpsertResult:
-        """The collection's result with the rows stored before the run put back in their places, as skipped."""
-        passed = iter(written)
-        ids = [next(passed) if key is None else key for key in self._stored]
-        skipped = sum(key is not None for key in self._stored)
-        return UpsertResult(ids, written.written, written.skipped + skipped)
+) -> StoredIds | None:
+    """With ``on_conflict="skip"``, the dataset's rows already stored (read before encoding, ids only, batch by
+    batch), for the actors to leave out; None otherwise."""
+    if on_conflict != "skip":
+        return None
+    found: list[np.ndarray] = []
+    if collection.exists():
+        kind: IdKind = "documents" if documents else "texts"
+        for chunk in chunks((k for k in keys(dataset, columns) if stored_mark(k) is not None), KEYS_BATCH):
+            found.append(points(map(stored_mark, collection.stored_ids(chunk, kind=kind))))
+    return StoredIds(np.concatenate(found) if found else points([]))
 
 
 def _write_from_workers(
@@ -282,14 +223,27 @@ def _write_from_workers(
     documents: bool,
     **chunking: Any,
 ) -> UpsertResult:
-    first = dataset_first_row(encoded, columns)
-    if first is not None and not collection.exists():  # created here, so that workers never race to create it
-        identity = first.pop("identity")
-        if documents:
-            collection.upsert_documents([first], on_conflict=on_conflict, vectors_from=identity, **chunking)
-        else:
-            collection.upsert_texts([first], on_conflict=on_conflict, vectors_from=identity)
+    create_for_workers(encoded, collection, columns, on_conflict, documents, **chunking)
     server = partial(open_on_server, collection.collection_name, collection.encoder, url)
     sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
     encoded.write_datasink(sink)
     return sink.result
+
+
+def create_for_workers(
+    encoded: ray.data.Dataset,
+    collection: TextCollection,
+    columns: Columns,
+    on_conflict: OnConflict,
+    documents: bool,
+    **chunking: Any,
+) -> None:
+    """A missing collection created here with the dataset's first row, so that the workers never race to create it;
+    an existing one is left as it is (its rows not read: that would start the actors)."""
+    if collection.exists():
+        return
+    first = dataset_first_row(encoded, columns)
+    if first is None:
+        return
+    identity = first.pop("identity")
+    write_records(collection, [first], identity, on_conflict=on_conflict, documents=documents, **chunking)

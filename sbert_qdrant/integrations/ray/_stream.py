@@ -1,0 +1,111 @@
+"""The driver's write path: the encoded rows streamed from Ray to this process as records for the collection, with
+one progress bar that moves as the actors' batches arrive (the rows' total where Ray knows it without a read)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import ray.data
+from tqdm.auto import tqdm
+
+from ...errors import PartialWriteError, SbertQdrantError
+from ...records import Key, UpsertResult
+from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns
+from ._rows import encoded_row
+from ._stored import stored_mark
+
+#: Rows read at a time when only their ids are wanted.
+KEYS_BATCH = 1024
+
+
+def keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
+    """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
+    wanted = [columns.text] if columns.id is None else [columns.id]
+    for batch in dataset.select_columns(wanted).iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
+        for row in range(len(batch[wanted[0]])):
+            yield columns.key(batch, row)
+
+
+def chunks(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    iterator = iter(items)
+    while chunk := list(itertools.islice(iterator, size)):
+        yield chunk
+
+
+def known_rows(dataset: ray.data.Dataset) -> int | None:
+    """The dataset's rows where Ray knows them without reading anything (in-memory data, Parquet metadata), else
+    None. No public API tells it without a read: Ray's own ``_meta_count``, where this Ray has it."""
+    meta_count = getattr(dataset, "_meta_count", None)
+    try:
+        return meta_count() if callable(meta_count) else None
+    except Exception:  # noqa: BLE001 (a private API that changed: no total shown, nothing else lost)
+        return None
+
+
+class Stream:
+    """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
+    left out and remembered, so that the result still lists every row's id, in the dataset's order."""
+
+    def __init__(
+        self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset, show_progress: bool, unit: str
+    ) -> None:
+        self._progress = tqdm(total=known_rows(source), unit=unit, desc="Encoding", disable=not show_progress)
+        self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
+        first = next(batches, None)
+        #: The identity of the encoder that made the vectors (None: no rows).
+        self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
+        self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
+        self._columns = columns
+        self._source = source
+        #: Per row: its id when it was stored before the run, None when it went to the collection.
+        self._stored: list[Key | None] = []
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        number = 0
+        for batch in self._batches:
+            rows = len(batch[STORED_COLUMN])
+            self._progress.update(rows)  # the batch is encoded: it arrived from the actors
+            for row in range(rows):
+                found = encoded_row(batch, row, number, self._columns, self.identity or "")
+                self._stored.append(self._columns.key(batch, row) if found is None else None)
+                if found is not None:
+                    yield found
+                number += 1
+
+    def write(self, upsert: Callable[[Iterator[dict[str, Any]]], UpsertResult]) -> UpsertResult:
+        """The run's result from ``upsert`` of the records; where it stops part-way, its error with every row."""
+        try:
+            return self.result(upsert(self.records()))
+        except PartialWriteError as exc:
+            raise self._complete(exc) from exc.__cause__
+        except SbertQdrantError as exc:  # nothing new stored: still a partial run where rows were stored before it
+            if not any(key is not None for key in self._stored):
+                raise
+            partial = PartialWriteError(str(exc), written_ids=[], unwritten_ids=[])
+            raise self._complete(partial) from exc
+        finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
+            self._progress.close()
+            close = getattr(self._iterator, "close", None)
+            if close is not None:
+                close()
+
+    def _complete(self, exc: PartialWriteError) -> PartialWriteError:
+        """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
+        written ones, the rows never read (the run stopped first) among the unwritten ones."""
+        stored = [key for key in self._stored if key is not None]
+        done = {stored_mark(key) for key in [*exc.written_ids, *stored]}
+        rows = {mark: key for key in keys(self._source, self._columns) if (mark := stored_mark(key)) is not None}
+        return PartialWriteError(
+            str(exc),
+            written_ids=[key for mark, key in rows.items() if mark in done],
+            unwritten_ids=[key for mark, key in rows.items() if mark not in done],
+        )
+
+    def result(self, written: UpsertResult) -> UpsertResult:
+        """The collection's result with the rows stored before the run put back in their places, as skipped."""
+        passed = iter(written)
+        ids = [next(passed) if key is None else key for key in self._stored]
+        skipped = sum(key is not None for key in self._stored)
+        return UpsertResult(ids, written.written, written.skipped + skipped)
