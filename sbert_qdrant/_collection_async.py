@@ -134,6 +134,12 @@ class AsyncTextCollection:
         """Whether the collection exists in the engine."""
         return await self._ctx.store.describe(self.collection_name) is not None
 
+    async def create(self) -> None:
+        """Create the collection now, as the first write would (the encoder's size, BM25, payload indexes), where
+        it does not exist; an existing one is checked and left as it is (``recreate=True``: dropped first). For
+        writers that must not race to create it."""
+        await self._ctx.ensure(create=True)
+
     async def create_payload_index(self, field_name: str, schema: models.PayloadSchemaType) -> None:
         """Index a payload field so that filters on it stay fast (creates the collection if needed)."""
         await self._ctx.ensure(create=True)

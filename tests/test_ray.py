@@ -562,19 +562,35 @@ def test_a_resumed_run_that_stores_nothing_new_still_lists_what_is_stored(
         engines.close()
 
 
-def test_an_existing_collection_is_not_read_before_the_workers_write(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, encoder: SentenceEncoder
+def test_the_workers_collection_is_created_by_the_driver_and_another_model_writes_nothing(
+    tmp_path: Path, encoder: SentenceEncoder, rows: list[Any]
 ) -> None:
-    """Reading the dataset's first row starts the actors and loads the model: only done for a missing collection."""
-    upserting = pytest.importorskip("sbert_qdrant.integrations.ray._upsert")
+    """Before the workers write, the driver creates the collection from its own encoder (``create``: no row of the
+    dataset is run for it) and leaves an existing one as it is; a write task holding another model's vectors is
+    refused by name before it writes anything."""
+    from functools import partial
+    from types import SimpleNamespace
 
-    def first_row(*args: Any) -> Any:
-        raise AssertionError("the first row was read for a collection that exists")
+    from ray.data.block import BlockAccessor
+    from ray.data.datasource.datasink import WriteResult
 
-    monkeypatch.setattr(upserting, "dataset_first_row", first_row)
-    with TextCollection("there", encoder, client=QdrantClient(":memory:")) as coll:
+    other = tmp_path / "other-bert"
+    testing.tiny_encoder(seed=1).save(other)
+    columns = sbert_ray.Columns("text", "qid")
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, other, None, "fp32"))
+    block = BlockAccessor.batch_to_block(actor({k: np.array([r[k] for r in rows[:8]]) for k in ("qid", "text")}))
+    open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
+    with open_collection() as coll:
+        coll.create()
+        assert coll.exists() and coll.count() == 0
         coll.upsert_texts(["stored"])
-        upserting.create_for_workers(None, coll, sbert_ray.Columns(), "overwrite", documents=False)
+        coll.create()
+        assert coll.count() == 1
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
+    part = sink.write([block], SimpleNamespace(task_idx=0))
+    with pytest.raises(CollectionMismatchError, match=r"other-bert@\w+.*tiny-bert@\w+"):
+        sink.on_write_complete(WriteResult(num_rows=8, size_bytes=0, write_returns=[part]))
+    with open_collection() as coll:
         assert coll.count() == 1
 
 

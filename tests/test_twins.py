@@ -36,6 +36,7 @@ DOCUMENTED = {
     "mine_duplicates",
     "reembed",
     "set_alias",
+    "create",
     "create_payload_index",
     "optimize",
     "exists",

@@ -7,7 +7,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import ray.data
 
 from ...collection import TextCollection
 from ...errors import InvalidInputError
@@ -36,15 +35,6 @@ def encoded_row(batch: Batch, row: int, number: int, columns: Columns, identity:
     """Row ``row`` of an encoded batch as the record to write, or None for a row the actors found stored before the
     run (``on_conflict="skip"``: not encoded; left out and counted as skipped). The one rule of both write paths."""
     return None if batch[STORED_COLUMN][row] else record(batch, row, number, columns, identity)
-
-
-def dataset_first_row(encoded: ray.data.Dataset, columns: Columns) -> dict[str, Any] | None:
-    """The first encoded row as a record, with the identity of its encoder under ``"identity"`` (None: no rows)."""
-    for batch in encoded.limit(1).iter_batches(batch_size=None, batch_format="numpy"):
-        if len(batch[ENCODER_COLUMN]):
-            identity = str(batch[ENCODER_COLUMN][0])
-            return {**record(batch, 0, 0, columns, identity), "identity": identity}
-    return None
 
 
 def write_records(

@@ -21,7 +21,7 @@ from ...records import UpsertResult
 from ...types import IdKind, OnConflict, Precision
 from ._cluster import Pool
 from ._encode import Columns, EncodeDocuments, EncodeTexts
-from ._rows import dataset_first_row, write_records
+from ._rows import write_records
 from ._sink import QdrantDatasink, open_on_server
 from ._stored import StoredIds, points, stored_mark
 from ._stream import KEYS_BATCH, Stream, chunks, keys
@@ -223,27 +223,10 @@ def _write_from_workers(
     documents: bool,
     **chunking: Any,
 ) -> UpsertResult:
-    create_for_workers(encoded, collection, columns, on_conflict, documents, **chunking)
+    # Created here, from the collection's own encoder, so that the workers never race to create it; nothing of the
+    # dataset runs before the write (each write task checks the actors' encoder before it writes anything).
+    collection.create()
     server = partial(open_on_server, collection.collection_name, collection.encoder, url)
     sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
     encoded.write_datasink(sink)
     return sink.result
-
-
-def create_for_workers(
-    encoded: ray.data.Dataset,
-    collection: TextCollection,
-    columns: Columns,
-    on_conflict: OnConflict,
-    documents: bool,
-    **chunking: Any,
-) -> None:
-    """A missing collection created here with the dataset's first row, so that the workers never race to create it;
-    an existing one is left as it is (its rows not read: that would start the actors)."""
-    if collection.exists():
-        return
-    first = dataset_first_row(encoded, columns)
-    if first is None:
-        return
-    identity = first.pop("identity")
-    write_records(collection, [first], identity, on_conflict=on_conflict, documents=documents, **chunking)
