@@ -152,9 +152,9 @@ def static_calibration(
     them, unless the cached ranges of these weights came from the same ones; then saved for later loads.
     None: the cached ranges of these weights.
     """
-    reason = cpu.vnni_int8_unsupported()
-    if reason is not None:
-        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI to beat it).", reason)
+    isa, reason = cpu.int8_gemm_isa()
+    if isa == "none":
+        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI or AVX2).", reason)
         return None
     path = ranges_path(weights_digest)
     cached = ActivationRanges.read(path)
