@@ -38,8 +38,15 @@ def flags() -> list[str]:
 
 def native_bf16() -> bool:
     """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX): there bf16 is fast and, for inference,
-    exact-grade. Elsewhere torch emulates bf16, several times slower than fp32."""
-    return has("avx512_bf16") or has("amx_bf16")
+    exact-grade. Elsewhere torch emulates bf16, several times slower than fp32. ``ONEDNN_MAX_CPU_ISA`` below bf16 or
+    ``ATEN_CPU_CAPABILITY=avx2|default`` (an emulated AVX2 CPU) count as without: oneDNN's bf16 runs reference code
+    there."""
+    if not (has("avx512_bf16") or has("amx_bf16")):
+        return False
+    limit = _onednn_limit()
+    if limit != "ALL" and not any(marker in limit for marker in ("BF16", "FP16", "AMX", "AVX10")):
+        return False
+    return os.environ.get("ATEN_CPU_CAPABILITY", "").lower() not in ("default", "avx2")
 
 
 def vnni_int8_unsupported() -> str | None:
