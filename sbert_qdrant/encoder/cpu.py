@@ -46,7 +46,7 @@ def native_bf16() -> bool:
     limit = _onednn_limit()
     if limit != "ALL" and not any(marker in limit for marker in ("BF16", "FP16", "AMX", "AVX10")):
         return False
-    return os.environ.get("ATEN_CPU_CAPABILITY", "").lower() not in ("default", "avx2")
+    return aten_limit() not in ("default", "avx2")
 
 
 def vnni_int8_unsupported() -> str | None:
@@ -58,6 +58,11 @@ def vnni_int8_unsupported() -> str | None:
     if limit != "ALL" and not any(marker in limit for marker in _VNNI_ISA_MARKERS):
         return f"ONEDNN_MAX_CPU_ISA={limit} keeps oneDNN off VNNI int8 instructions"
     return None
+
+
+def aten_limit() -> str | None:
+    """``ATEN_CPU_CAPABILITY`` lower-cased (e.g. "avx2", "default"), or None where it is not set."""
+    return os.environ.get("ATEN_CPU_CAPABILITY", "").lower() or None
 
 
 def _onednn_limit() -> str:
@@ -103,7 +108,7 @@ def avx512_vnni_unsupported() -> str | None:
     ``ATEN_CPU_CAPABILITY`` holds PyTorch below AVX-512 (the caller asked for AVX2-only behaviour)."""
     if not has("avx512_vnni"):
         return "the CPU has no AVX512-VNNI"
-    aten = os.environ.get("ATEN_CPU_CAPABILITY", "").lower()
+    aten = aten_limit()
     if aten in ("default", "avx2"):
         return f"ATEN_CPU_CAPABILITY={aten} keeps PyTorch off AVX-512"
     return None

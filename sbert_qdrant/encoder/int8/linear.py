@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from ...types import Int8GemmIsa
+from .. import cpu
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,12 @@ _compiled: list[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tenso
 
 def compiled_quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """:func:`quantize_rows` compiled into one pass (eager it is four fp32 passes, half of a long batch's time),
-    or eager when torch.compile cannot build here (no C++ compiler); decided once, on first use."""
+    or eager when torch.compile cannot build here (no C++ compiler) or ``ATEN_CPU_CAPABILITY`` is set (inductor then
+    builds vector code against headers without it: on an AVX-512 CPU held to avx2 it failed to build or, for some
+    shapes, returned wrong codes); decided once, on first use."""
+    if not _compiled and cpu.aten_limit() is not None:
+        logger.warning("static int8 quantizes activations eagerly (slower): ATEN_CPU_CAPABILITY=%s", cpu.aten_limit())
+        _compiled.append(quantize_rows)
     if not _compiled:
         multiplier, offset = torch.ones(384), torch.tensor(1.0)  # like the Linears' buffers: not inference tensors
         try:
