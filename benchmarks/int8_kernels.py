@@ -55,7 +55,7 @@ def main() -> None:
     train, _, _ = read_stsb(args.data / "stsb" / "stsb_train.tsv.gz")
     calibration = list(dict.fromkeys(train))[:CALIBRATION_TEXTS]
     limits = " ".join(f"{key}={os.environ[key]}" for key in AVX2_LIMITS if key in os.environ)
-    print(f"CPU: {cpu.summary()}; {'emulated AVX2-only: ' + limits if limits else 'native ISA'}")
+    print(f"CPU: {cpu.summary()}; {'emulated, ISA limits: ' + limits if limits else 'native ISA'}")
     print(f"int8 GEMMs: {cpu.int8_gemm_isa()}; native kernels: {cpu.kernel_isa()}")
     print(f"{len(short)} short, {len(long)} long texts, batch 32, median of {args.rounds} rounds\n")
 
