@@ -75,7 +75,8 @@ def int8_gemm_isa() -> tuple[Int8GemmIsa, str]:
     bits; the reason says why not VNNI), or "none" (static int8 does not pay; the reason says why not AVX2)."""
     no_vnni = vnni_int8_unsupported()
     if no_vnni is None:
-        return "vnni", next(flag for flag in VNNI_FLAGS if has(flag))
+        flag = next(flag for flag in VNNI_FLAGS if has(flag))
+        return "vnni", flag if _onednn_limit() == "ALL" else f"{flag}, ONEDNN_MAX_CPU_ISA={_onednn_limit()}"
     if not has("avx2"):
         return "none", f"the CPU has neither VNNI nor AVX2 ({no_vnni})"
     if _onednn_limit() in _BELOW_AVX2_ISAS:
