@@ -16,6 +16,13 @@ PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 #: The static int8 native kernels: "auto" builds (or loads the cached) library where the CPU runs it; "off" never.
 NativeKernels = Literal["auto", "off"]
 
+#: The instructions oneDNN's int8 GEMMs run on a CPU: VNNI dot products, AVX2's vpmaddubsw (7-bit weights), or none.
+Int8GemmIsa = Literal["vnni", "avx2", "none"]
+
+#: The instruction set a build of the native int8 kernels targets.
+KernelIsa = Literal["avx512_vnni", "avx2"]
+KERNEL_ISAS: tuple[KernelIsa, ...] = get_args(KernelIsa)
+
 #: What a write does with an id already stored: replace the point, or leave it as it is.
 OnConflict = Literal["overwrite", "skip"]
 ON_CONFLICTS: tuple[OnConflict, ...] = get_args(OnConflict)
@@ -73,6 +80,7 @@ __all__ = [
     "FILE_FORMATS",
     "FUSIONS",
     "ID_KINDS",
+    "KERNEL_ISAS",
     "ON_CONFLICTS",
     "PRECISIONS",
     "QUANTIZATIONS",
@@ -85,6 +93,8 @@ __all__ = [
     "FileFormat",
     "Fusion",
     "IdKind",
+    "Int8GemmIsa",
+    "KernelIsa",
     "LabelKind",
     "NativeKernels",
     "OnConflict",

@@ -14,8 +14,10 @@ import pytest
 from child import Child
 
 from sbert_qdrant.cli import main
+from sbert_qdrant.encoder import cpu
 from sbert_qdrant.encoder.int8 import build, native
 from sbert_qdrant.errors import UnsupportedError
+from sbert_qdrant.types import KERNEL_ISAS
 
 REAL_COMPILER = build.compiler()
 needs_compiler = pytest.mark.skipif(
@@ -52,10 +54,11 @@ def no_compiler_on_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 @needs_compiler
 def test_a_cached_library_loads_without_a_compiler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "kernels"
-    built = build.build_library(folder)
+    isa = cpu.kernel_isa()[0] or "avx2"
+    built = build.build_library(folder, isa=isa)
     no_compiler_on_path(monkeypatch, tmp_path)
     assert build.compiler() is None
-    assert build.build_library(folder) == built
+    assert build.build_library(folder, isa=isa) == built
     if native.native_unsupported() is None:  # the CPU runs them: the library loads from the cache folder
         monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
         assert native.native_library() is not None
@@ -122,11 +125,12 @@ def test_a_build_past_its_time_limit_is_stopped_and_remembered(tmp_path: Path, m
     assert calls(slow) == 1
 
 
-def test_the_cache_key_names_source_platform_and_compiler(tmp_path: Path) -> None:
+def test_the_cache_key_names_isa_source_platform_and_compiler(tmp_path: Path) -> None:
     one = fake_compiler(tmp_path, "one", "exit 1", version="g++ (Debian 12.2.0) 12.2.0")
     other = fake_compiler(tmp_path, "other", "exit 1", version="clang version 17.0.0")
     first, second = build.library_path(tmp_path, one), build.library_path(tmp_path, other)
     assert first != second
+    assert build.library_path(tmp_path, one, isa="avx2").name.startswith("int8-avx2-") and "avx512_vnni" in first.name
     machine = f"{platform.system()}-{platform.machine()}".lower()
     assert first.name.startswith("int8-") and machine in first.name and first.suffix == ".so"
 
@@ -157,12 +161,13 @@ def test_build_kernels_prints_the_library_and_the_cpu(
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
     assert main(["build-kernels"]) == 0
     out, err = capsys.readouterr()
-    library = Path(out.strip())
-    assert library.is_file() and library.parent == tmp_path / "kernels"
+    libraries = [Path(line) for line in out.splitlines()]
+    assert len(libraries) == len(KERNEL_ISAS)  # one per instruction set, whichever this CPU runs
+    assert all(library.is_file() and library.parent == tmp_path / "kernels" for library in libraries)
     assert "CPU:" in err and "flags:" in err and "int8 kernels ready" in err
     no_compiler_on_path(monkeypatch, tmp_path)
     assert main(["build-kernels"]) == 0  # already built: no compiler needed
-    assert capsys.readouterr().out.strip() == str(library)
+    assert capsys.readouterr().out == out
 
 
 def test_build_kernels_without_a_compiler_fails_saying_why(
@@ -187,4 +192,5 @@ def test_build_kernels_switched_off_builds_nothing(
 def test_the_kernel_source_ships_with_the_package() -> None:
     package = Path(build.__file__).parents[2]
     pattern = (build.SOURCE.parent.relative_to(package) / "*.cpp").as_posix()  # encoder/int8/kernels/*.cpp
-    assert build.SOURCE.is_file() and f'"{pattern}"' in (package.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert all(source.is_file() for source, _ in build.KERNELS.values())
+    assert f'"{pattern}"' in (package.parent / "pyproject.toml").read_text(encoding="utf-8")

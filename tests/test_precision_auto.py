@@ -42,9 +42,21 @@ def test_explicit_precision_is_kept_and_not_marked_auto(monkeypatch: pytest.Monk
     assert encoder.precision == "fp32" and not encoder.auto_precision and "(auto)" not in repr(encoder)
 
 
-def test_the_cpu_test_reads_torch_capabilities() -> None:
+def test_the_cpu_test_reads_torch_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    for limit in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY"):
+        monkeypatch.delenv(limit, raising=False)
     capabilities = torch.cpu.get_capabilities()
     assert cpu.native_bf16() == bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+
+
+@pytest.mark.parametrize(
+    "limit", ["ONEDNN_MAX_CPU_ISA=AVX2", "ATEN_CPU_CAPABILITY=avx2", "ONEDNN_MAX_CPU_ISA=avx512_core"]
+)
+def test_an_isa_limit_below_bf16_means_no_native_bf16(monkeypatch: pytest.MonkeyPatch, limit: str) -> None:
+    monkeypatch.setattr(cpu, "capabilities", lambda: {"avx2": True, "avx512_bf16": True})
+    name, value = limit.split("=")
+    monkeypatch.setenv(name, value)
+    assert not cpu.native_bf16()  # oneDNN's bf16 would run reference code there: an emulated AVX2 CPU is not bf16
 
 
 def test_load_defaults_to_auto_and_the_cross_encoder_too(monkeypatch: pytest.MonkeyPatch) -> None:

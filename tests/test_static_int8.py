@@ -58,15 +58,15 @@ def tiny_int8(**kwargs: object) -> SentenceEncoder:
     return SentenceEncoder([t, Pooling(t.dimension), Normalize()], device="cpu", precision="int8", **kwargs)  # type: ignore[arg-type]
 
 
-def test_cpu_without_vnni_falls_back_to_dynamic_saying_why(
+def test_cpu_without_an_int8_gemm_isa_falls_back_to_dynamic_saying_why(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
-    monkeypatch.setattr(cpu, "vnni_int8_unsupported", lambda: "the CPU has no VNNI (simulated)")
+    monkeypatch.setattr(cpu, "int8_gemm_isa", lambda: ("none", "the CPU has neither VNNI nor AVX2 (simulated)"))
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8(calibration_texts=nli_sentences())
     assert encoder.int8_mode == "dynamic"
-    assert "runs dynamic int8: the CPU has no VNNI (simulated)" in caplog.text
+    assert "runs dynamic int8: the CPU has neither VNNI nor AVX2 (simulated)" in caplog.text
     assert not any(tmp_path.rglob("*.safetensors"))  # nothing calibrated or written
 
 
@@ -191,6 +191,7 @@ def test_static_int8_runs_eagerly_without_a_compiler(
     monkeypatch.setenv("PATH", str(tmp_path / "no-compiler-here"))
     monkeypatch.delenv("CXX", raising=False)
     monkeypatch.setattr(linear, "_compiled", [])
+    monkeypatch.setattr(cpu, "aten_limit", lambda: None)  # as on a CPU not held below its ISA: torch.compile is tried
     monkeypatch.setattr(torch, "compile", no_compiler)
     with caplog.at_level(logging.WARNING):
         encoder = tiny_int8(calibration_texts=nli_sentences())

@@ -8,15 +8,16 @@ import sys
 from ..encoder import cpu
 from ..encoder.int8 import build_library, kernels_folder, native_unsupported
 from ..settings import Settings
+from ..types import KERNEL_ISAS
 
 _DESCRIPTION = """\
 Build the native int8 kernels (int8 attention, activation quantization, residual add + LayerNorm of static int8)
-into the cache folder ($SBERT_QDRANT_CACHE/kernels, default ~/.cache/sbert-qdrant/kernels), or find the library built
-there before, and print its path on stdout (the CPU and whether it runs the kernels go to stderr). Later loads use
-it without a compiler. The build host needs a C++ compiler ($CXX, c++, g++ or clang++), not an AVX512-VNNI CPU: an
-image built elsewhere runs the kernels on the CPUs that have it.
+into the cache folder ($SBERT_QDRANT_CACHE/kernels, default ~/.cache/sbert-qdrant/kernels), one library per
+instruction set (AVX512-VNNI, AVX2 + FMA), or find those built there before, and print their paths on stdout, one a
+line (the CPU and which one it runs go to stderr). Later loads use them without a compiler. The build host needs a
+C++ compiler ($CXX, c++, g++ or clang++), not such a CPU: an image built elsewhere runs the build its CPU can.
 
-Exit status: 0 when the library is there (or SBERT_QDRANT_NATIVE=off, which builds nothing); 2 when it cannot be
+Exit status: 0 when the libraries are there (or SBERT_QDRANT_NATIVE=off, which builds nothing); 2 when one cannot be
 built (no compiler, a compiler error or timeout), with the reason. A build that failed before is tried again."""
 
 
@@ -26,10 +27,10 @@ def _build_kernels(_: argparse.Namespace) -> int:
     if settings.native == "off":
         print("SBERT_QDRANT_NATIVE=off: the native kernels are neither built nor loaded.", file=sys.stderr)
         return 0
-    library = build_library(kernels_folder(settings), retry_failed=True)
-    print(library)
+    for isa in KERNEL_ISAS:
+        print(build_library(kernels_folder(settings), retry_failed=True, isa=isa))
     reason = native_unsupported(settings)
-    used = "static int8 runs them on this CPU" if reason is None else f"not used on this CPU: {reason}"
+    used = f"static int8 runs the {cpu.kernel_isa()[0]} ones here" if reason is None else f"none used here: {reason}"
     print(f"int8 kernels ready ({used}).", file=sys.stderr)
     return 0
 

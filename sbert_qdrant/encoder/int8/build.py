@@ -1,5 +1,6 @@
-"""The native kernels' shared library (``kernels/int8.cpp``), built with the system's C++ compiler into the cache
-folder once per source, flags, compiler and platform.
+"""The native kernels' shared library, one per instruction set (``kernels/int8.cpp`` for AVX512-VNNI,
+``kernels/int8_avx2.cpp`` for AVX2 + FMA, each with its own flags), built with the system's C++ compiler into the
+cache folder once per instruction set, source, flags, compiler and platform.
 
 A build runs under a file lock (N processes, say Ray actors, build once) with a time limit, writes a temporary file
 renamed into place (atomic), and a failure is remembered beside it (no process retries it until the marker is
@@ -21,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import UnsupportedError
+from ...types import KernelIsa
 
 try:
     import fcntl
@@ -30,7 +32,12 @@ except ImportError:  # Windows: no flock; a build there still lands atomically
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("kernels") / "int8.cpp"
-FLAGS = ("-O3", "-shared", "-fPIC", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma")
+_COMMON = ("-O3", "-shared", "-fPIC")
+#: Per instruction set: the source and the flags it is compiled with.
+KERNELS: dict[KernelIsa, tuple[Path, tuple[str, ...]]] = {
+    "avx512_vnni": (SOURCE, (*_COMMON, "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni", "-mfma")),
+    "avx2": (SOURCE.with_name("int8_avx2.cpp"), (*_COMMON, "-mavx2", "-mfma")),
+}
 #: Seconds a compile may run before it is stopped and remembered as failed (it takes about 1 s).
 BUILD_TIMEOUT = 300.0
 _FIX = "install a C++ compiler (g++ or clang++, or set $CXX), or set SBERT_QDRANT_NATIVE=off to stop trying"
@@ -56,38 +63,39 @@ def _digest(*parts: bytes | str) -> str:
     return hashlib.blake2b(joined, digest_size=8).hexdigest()
 
 
-def _stem() -> str:
-    """``int8-<source and flags>-<platform>``: the part of a library's name any compiler shares."""
-    source = _digest(SOURCE.read_bytes(), *FLAGS)
-    return f"int8-{source}-{platform.system().lower()}-{platform.machine().lower()}"
+def _stem(isa: KernelIsa) -> str:
+    """``int8-<isa>-<source and flags>-<platform>``: the part of a library's name any compiler shares."""
+    source, flags = KERNELS[isa]
+    return f"int8-{isa}-{_digest(source.read_bytes(), *flags)}-{platform.system().lower()}-{platform.machine().lower()}"
 
 
-def library_path(folder: Path, compiler_path: str) -> Path:
-    """Where the library built by ``compiler_path`` lives in ``folder``."""
-    return folder / f"{_stem()}-{_digest(compiler_identity(compiler_path))}.so"
+def library_path(folder: Path, compiler_path: str, isa: KernelIsa = "avx512_vnni") -> Path:
+    """Where the ``isa`` library built by ``compiler_path`` lives in ``folder``."""
+    return folder / f"{_stem(isa)}-{_digest(compiler_identity(compiler_path))}.so"
 
 
-def cached_library(folder: Path) -> Path | None:
-    """A library built from this source for this platform by any compiler, newest first (None: none)."""
-    built = sorted(folder.glob(f"{_stem()}-*.so"), key=lambda path: path.stat().st_mtime, reverse=True)
+def cached_library(folder: Path, isa: KernelIsa = "avx512_vnni") -> Path | None:
+    """An ``isa`` library built from its source for this platform by any compiler, newest first (None: none)."""
+    built = sorted(folder.glob(f"{_stem(isa)}-*.so"), key=lambda path: path.stat().st_mtime, reverse=True)
     return built[0] if built else None
 
 
-def build_library(folder: Path, retry_failed: bool = False) -> Path:
-    """The kernels' library in ``folder``: the one this compiler built, built now if missing (one process at a time),
-    or, with no compiler or a folder it cannot write (a read-only image), one built earlier. Raises UnsupportedError
-    (naming the reason and fix) where it cannot; a failed build is not tried again unless ``retry_failed``."""
+def build_library(folder: Path, retry_failed: bool = False, isa: KernelIsa = "avx512_vnni") -> Path:
+    """The ``isa`` kernels' library in ``folder``: the one this compiler built, built now if missing (one process at a
+    time), or, with no compiler or a folder it cannot write (a read-only image), one built earlier. Raises
+    UnsupportedError (naming the reason and fix) where it cannot; a failed build is not tried again unless
+    ``retry_failed``."""
     cxx = compiler()
-    cached = cached_library(folder) if folder.is_dir() else None
+    cached = cached_library(folder, isa) if folder.is_dir() else None
     if cxx is None:
         if cached is not None:
             return cached
         raise UnsupportedError(f"the int8 kernels need building and no C++ compiler was found; {_FIX}.")
-    library = library_path(folder, cxx)
+    library = library_path(folder, cxx, isa)
     if library.is_file():
         return library
     try:
-        return _build_once(cxx, library, retry_failed)
+        return _build_once(cxx, library, retry_failed, isa)
     except UnsupportedError:
         if cached is not None:  # this compiler failed (now or before); another one's library serves
             return cached
@@ -101,7 +109,7 @@ def build_library(folder: Path, retry_failed: bool = False) -> Path:
         ) from exc
 
 
-def _build_once(cxx: str, library: Path, retry_failed: bool) -> Path:
+def _build_once(cxx: str, library: Path, retry_failed: bool, isa: KernelIsa) -> Path:
     """Build ``library`` with ``cxx`` unless another process did, or an earlier build failed."""
     library.parent.mkdir(parents=True, exist_ok=True)
     failed = library.with_suffix(".failed")
@@ -114,7 +122,7 @@ def _build_once(cxx: str, library: Path, retry_failed: bool) -> Path:
                 "or run `sbert-qdrant build-kernels` to try again."
             )
         try:
-            _compile(cxx, library)
+            _compile(cxx, library, *KERNELS[isa])
         except UnsupportedError as exc:
             failed.write_text(str(exc), encoding="utf-8")
             raise
@@ -132,22 +140,23 @@ def _locked(path: Path) -> Iterator[None]:
         yield
 
 
-def _compile(cxx: str, library: Path) -> None:
-    """Compile ``SOURCE`` with ``cxx`` to a temporary file beside ``library``, then rename it into place."""
+def _compile(cxx: str, library: Path, source: Path, flags: tuple[str, ...]) -> None:
+    """Compile ``source`` with ``cxx`` and ``flags`` to a temporary file beside ``library``, then rename it into
+    place."""
     handle, partial = tempfile.mkstemp(dir=library.parent, prefix=f".{library.stem}.", suffix=".partial")
     os.close(handle)
     try:
         subprocess.run(
-            [cxx, *FLAGS, "-o", partial, str(SOURCE)], check=True, capture_output=True, text=True, timeout=BUILD_TIMEOUT
+            [cxx, *flags, "-o", partial, str(source)], check=True, capture_output=True, text=True, timeout=BUILD_TIMEOUT
         )
         os.chmod(partial, 0o755)  # mkstemp's 0600 would hide it from other users of a shared cache
         os.replace(partial, library)
     except subprocess.CalledProcessError as exc:
         message = (exc.stderr or str(exc)).strip()[:500]
-        raise UnsupportedError(f"{cxx} could not build {SOURCE.name}: {message}") from exc
+        raise UnsupportedError(f"{cxx} could not build {source.name}: {message}") from exc
     except subprocess.TimeoutExpired as exc:
-        raise UnsupportedError(f"{cxx} was still building {SOURCE.name} after {BUILD_TIMEOUT:.0f} s") from exc
+        raise UnsupportedError(f"{cxx} was still building {source.name} after {BUILD_TIMEOUT:.0f} s") from exc
     except OSError as exc:
-        raise UnsupportedError(f"{cxx} could not build {SOURCE.name}: {exc}") from exc
+        raise UnsupportedError(f"{cxx} could not build {source.name}: {exc}") from exc
     finally:
         Path(partial).unlink(missing_ok=True)

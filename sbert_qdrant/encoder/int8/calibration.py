@@ -115,7 +115,8 @@ def packaged_ranges_path(weights_digest: str) -> Path:
 
 def int8_isa() -> str | None:
     """The int8 GEMM ISA static int8 runs with here (losses are measured per ISA), None where it does not run."""
-    return "vnni" if cpu.vnni_int8_unsupported() is None else None
+    isa, _ = cpu.int8_gemm_isa()
+    return None if isa == "none" else isa
 
 
 def exact_grade_int8(weights_digest: str) -> bool:
@@ -221,7 +222,7 @@ def static_calibration(
 
 def static_supported() -> bool:
     """Whether static int8 runs on this CPU; where it does not, the reason is logged and int8 is dynamic."""
-    reason = cpu.vnni_int8_unsupported()
-    if reason is not None:
-        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI to beat it).", reason)
-    return reason is None
+    isa, reason = cpu.int8_gemm_isa()
+    if isa == "none":
+        logger.warning("precision='int8' runs dynamic int8: %s (static int8 GEMMs need VNNI or AVX2).", reason)
+    return isa != "none"

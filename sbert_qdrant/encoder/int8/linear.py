@@ -10,12 +10,19 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ...types import Int8GemmIsa
+from .. import cpu
+
 logger = logging.getLogger(__name__)
 
 #: SmoothQuant's migration strength: 0 leaves activations alone, 1 moves all their range into the weights.
 SMOOTH_ALPHA = 0.5
 #: Linears that read one input (an attention's projections), by their name in the parent module.
 SHARED_INPUT = ("query", "key", "value")
+#: The largest weight code by the GEMMs' ISA (``cpu.int8_gemm_isa``): VNNI adds u8 x s8 products in s32, AVX2's
+#: ``vpmaddubsw`` adds pairs of them in saturating s16 (2 x 255 x 127 > 32767), so there (and below) weights keep to
+#: 7 bits.
+WEIGHT_LEVELS: dict[Int8GemmIsa, int] = {"vnni": 127, "avx2": 63, "none": 63}
 
 
 class StaticInt8Linear(nn.Module):
@@ -24,7 +31,8 @@ class StaticInt8Linear(nn.Module):
     scale). A u8 input is taken as already coded at this Linear's own input scale.
 
     ``weight_reach``: each input channel's largest absolute weight to smooth by, when Linears reading the same input
-    (attention's query, key and value) must share one smoothing and so one input scale.
+    (attention's query, key and value) must share one smoothing and so one input scale. ``weight_levels``: the
+    largest weight code (:data:`WEIGHT_LEVELS`).
     """
 
     x_multiplier: torch.Tensor
@@ -40,6 +48,7 @@ class StaticInt8Linear(nn.Module):
         high: torch.Tensor,
         alpha: float = SMOOTH_ALPHA,
         weight_reach: torch.Tensor | None = None,
+        weight_levels: int = WEIGHT_LEVELS["vnni"],
     ) -> None:
         super().__init__()
         weight = linear.weight.detach().float()
@@ -55,8 +64,9 @@ class StaticInt8Linear(nn.Module):
         # x / smooth / x_scale + zero point, as one multiply-add per element
         self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
         self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
-        w_scale = weight.abs().amax(1).clamp(min=1e-8) / 127
-        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
+        w_scale = weight.abs().amax(1).clamp(min=1e-8) / weight_levels
+        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-weight_levels, weight_levels).to(torch.int8)
+        self.weight_bits = weight_levels.bit_length() + 1
         self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
         self.register_buffer("w_scale", w_scale.contiguous())
         self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
@@ -118,7 +128,8 @@ class StaticInt8Linear(nn.Module):
 
     def extra_repr(self) -> str:
         fused = "" if self.post_op == "none" else f", fused {self.post_op}"
-        return f"in_features={self.in_features}, out_features={self.out_features}, static u8 x s8{fused}"
+        shape = f"in_features={self.in_features}, out_features={self.out_features}"
+        return f"{shape}, static u8 x s{self.weight_bits}{fused}"
 
 
 class Bf16Linear(nn.Module):
@@ -147,7 +158,12 @@ _compiled: list[Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tenso
 
 def compiled_quantizer() -> Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]:
     """:func:`quantize_rows` compiled into one pass (eager it is four fp32 passes, half of a long batch's time),
-    or eager when torch.compile cannot build here (no C++ compiler); decided once, on first use."""
+    or eager when torch.compile cannot build here (no C++ compiler) or ``ATEN_CPU_CAPABILITY`` is set (inductor then
+    builds vector code against headers without it: on an AVX-512 CPU held to avx2 it failed to build or, for some
+    shapes, returned wrong codes); decided once, on first use."""
+    if not _compiled and cpu.aten_limit() is not None:
+        logger.warning("static int8 quantizes activations eagerly (slower): ATEN_CPU_CAPABILITY=%s", cpu.aten_limit())
+        _compiled.append(quantize_rows)
     if not _compiled:
         multiplier, offset = torch.ones(384), torch.tensor(1.0)  # like the Linears' buffers: not inference tensors
         try:

@@ -1,7 +1,9 @@
-"""The int8 kernels of ``kernels/int8.cpp`` (int8 attention, activation quantization, residual add + LayerNorm),
-loaded from the library ``build.py`` keeps in the cache folder and called through ctypes (which releases the GIL, so
-a call can be split over threads). Where they are not used (``SBERT_QDRANT_NATIVE=off``, no AVX512-VNNI, no library
-and no compiler, a failed build) callers keep their PyTorch paths and the reason is logged.
+"""The int8 kernels (int8 attention, activation quantization, residual add + LayerNorm) of the instruction set this
+CPU runs (``cpu.kernel_isa``: ``kernels/int8.cpp`` on AVX512-VNNI, ``kernels/int8_avx2.cpp`` on AVX2 + FMA or where
+``ATEN_CPU_CAPABILITY=avx2`` asks for AVX2), loaded from the library ``build.py`` keeps in the cache folder and
+called through ctypes (which releases the GIL, so a call can be split over threads). Where they are not used
+(``SBERT_QDRANT_NATIVE=off``, neither instruction set, no library and no compiler, a failed build) callers keep their
+PyTorch paths and the reason is logged.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import torch
 
 from ...errors import UnsupportedError
 from ...settings import Settings
+from ...types import KernelIsa
 from .. import cpu
 from .build import build_library
 
@@ -25,8 +28,8 @@ logger = logging.getLogger(__name__)
 
 #: Below this many values a call runs on one thread (splitting costs more than it saves).
 SPLIT_SIZE = 1 << 16
-#: The library loaded from each kernels folder (or why none), decided on first use.
-_loaded: dict[Path, tuple[ctypes.CDLL | None, str]] = {}
+#: The library of each kernels folder and instruction set (or why none), decided on first use.
+_loaded: dict[tuple[Path, KernelIsa], tuple[ctypes.CDLL | None, str]] = {}
 _pool: list[ThreadPoolExecutor] = []
 _once = threading.Lock()  # parallel encode streams may ask for the library or the pool first
 
@@ -40,19 +43,18 @@ def native_unsupported(settings: Settings | None = None) -> str | None:
     """Why the int8 kernels are not used here, before any build (None: they may be)."""
     if (settings or Settings()).native == "off":
         return "SBERT_QDRANT_NATIVE=off"
-    return cpu.avx512_vnni_unsupported()
+    isa, reason = cpu.kernel_isa()
+    return reason if isa is None else None
 
 
 def native_library() -> ctypes.CDLL | None:
-    """The loaded kernels, or None with the reason logged (at INFO when switched off, else as a warning)."""
+    """The loaded kernels of this CPU's instruction set, or None with the reason logged (at INFO when switched off,
+    else as a warning)."""
     settings = Settings()
     reason = native_unsupported(settings)
-    if reason is None:
-        folder = kernels_folder(settings)
-        with _once:
-            if folder not in _loaded:
-                _loaded[folder] = _load(folder)
-            library, reason = _loaded[folder]
+    isa = cpu.kernel_isa()[0]
+    if reason is None and isa is not None:
+        library, reason = load_library(isa, kernels_folder(settings))
         if library is not None:
             return library
     level = logging.INFO if settings.native == "off" else logging.WARNING
@@ -60,9 +62,25 @@ def native_library() -> ctypes.CDLL | None:
     return None
 
 
-def _load(folder: Path) -> tuple[ctypes.CDLL | None, str]:
+def load_library(isa: KernelIsa, folder: Path | None = None) -> tuple[ctypes.CDLL | None, str]:
+    """The ``isa`` kernels from ``folder`` (default: :func:`kernels_folder`), built there if need be, loaded once per
+    process; or None and why. Any x86-64 CPU with the instruction set runs them, whatever :func:`native_library`
+    would choose (tests run the AVX2 build on AVX-512 CPUs)."""
+    key = (folder or kernels_folder(), isa)
+    with _once:
+        if key not in _loaded:
+            _loaded[key] = _load(*key)
+        return _loaded[key]
+
+
+def library_isa(library: ctypes.CDLL) -> KernelIsa | None:
+    """The instruction set of a library :func:`load_library` loaded (None: not one of them)."""
+    return next((isa for (_, isa), (loaded, _) in _loaded.items() if loaded is library), None)
+
+
+def _load(folder: Path, isa: KernelIsa) -> tuple[ctypes.CDLL | None, str]:
     try:
-        library = ctypes.CDLL(str(build_library(folder)))
+        library = ctypes.CDLL(str(build_library(folder, isa=isa)))
     except (UnsupportedError, OSError) as exc:
         return None, str(exc)
     p, i, f = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float

@@ -20,7 +20,7 @@ from torch import nn
 
 from .. import cpu
 from .calibration import ActivationRanges, quantized_layer_names
-from .linear import SHARED_INPUT, SMOOTH_ALPHA, Bf16Linear, StaticInt8Linear, compiled_quantizer
+from .linear import SHARED_INPUT, SMOOTH_ALPHA, WEIGHT_LEVELS, Bf16Linear, StaticInt8Linear, compiled_quantizer
 from .native import native_library
 from .native import quantize_rows as native_quantize_rows
 from .native_layers import install_int8_attention, install_residual_layer_norms
@@ -101,6 +101,7 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
         compiled_quantizer()  # built here, once, rather than by parallel batches
     names = quantized_layer_names(model)
     weight_reach = _shared_weight_reach(model, names)
+    levels = WEIGHT_LEVELS[cpu.int8_gemm_isa()[0]]
     for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
@@ -110,7 +111,8 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
                 setattr(parent, child, Bf16Linear(linear))
             continue
         alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
-        quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, weight_reach.get(parent_name))
+        reach = weight_reach.get(parent_name)
+        quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels)
         if library is not None:
             quantized.native_quantize = functools.partial(native_quantize_rows, library)
         setattr(parent, child, quantized)

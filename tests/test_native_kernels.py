@@ -1,0 +1,111 @@
+"""The native kernels' quantizer and residual add + LayerNorm (``int8/native.py``), each build this CPU runs (the AVX2
+one on AVX-512 CPUs too) against PyTorch; which build and which int8 GEMM instructions a CPU gets (``cpu.kernel_isa``,
+``cpu.int8_gemm_isa``, environment limits included); and ``int8_kernels``, the line saying what runs a model."""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+import torch
+from int8_support import RUNNABLE_ISAS, kernel_library, nli_sentences
+
+from sbert_qdrant import Normalize, Pooling, SentenceEncoder
+from sbert_qdrant.encoder import cpu
+from sbert_qdrant.encoder.int8 import int8_kernels, native, quantize_int8
+from sbert_qdrant.encoder.int8.linear import WEIGHT_LEVELS, StaticInt8Linear, quantize_rows
+from sbert_qdrant.testing import tiny_transformer
+
+
+@pytest.fixture(params=RUNNABLE_ISAS or ["avx2"])
+def library(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SBERT_QDRANT_CACHE", str(tmp_path_factory.getbasetemp() / "kernels-cache"))
+        return kernel_library(request.param)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("width", [384, 100, 5], ids=["384", "100-tail", "5-tail-only"])
+def test_quantize_rows_matches_pytorch(library: ctypes.CDLL, dtype: torch.dtype, width: int) -> None:
+    generator = torch.Generator().manual_seed(width)
+    rows = (torch.randn(37, width, generator=generator) * 4).to(dtype)
+    multiplier = torch.rand(width, generator=generator) * 40 + 1  # some values beyond 0..255: clamped
+    codes = native.quantize_rows(library, rows, multiplier, 127.0)
+    expected = quantize_rows(rows.float(), multiplier, torch.tensor(127.0))
+    difference = (codes.int() - expected.int()).abs()
+    assert codes.dtype == torch.uint8 and codes.shape == rows.shape
+    assert difference.max() <= 1 and (difference > 0).float().mean() < 0.01  # one fused rounding vs two, at halves
+
+
+@pytest.mark.parametrize("width", [384, 100])
+def test_add_layer_norm_matches_pytorch(library: ctypes.CDLL, width: int) -> None:
+    generator = torch.Generator().manual_seed(width)
+    a, b = torch.randn(2, 3, 17, width, generator=generator) * 3
+    norm = torch.nn.LayerNorm(width)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2, generator=generator)
+        norm.bias.uniform_(-1, 1, generator=generator)
+        expected = norm(a + b)
+    torch.testing.assert_close(native.add_layer_norm(library, a, b, norm), expected, atol=2e-5, rtol=1e-5)
+
+
+def test_each_cpu_class_gets_its_build(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = {"avx2": True, "fma3": True, "avx512_vnni": True}
+    monkeypatch.setattr(cpu, "capabilities", lambda: flags)
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    assert cpu.kernel_isa() == ("avx512_vnni", "")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    assert cpu.kernel_isa() == ("avx2", "ATEN_CPU_CAPABILITY=avx2 keeps PyTorch off AVX-512")
+    flags["avx512_vnni"] = False
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert cpu.kernel_isa()[0] == "avx2"
+    flags["fma3"] = False
+    isa, reason = cpu.kernel_isa()
+    assert isa is None and "no AVX2 with FMA" in reason
+
+
+def test_int8_gemms_run_vnni_else_avx2_else_none(monkeypatch: pytest.MonkeyPatch) -> None:
+    flags = {"avx2": True, "avx_vnni": True}
+    monkeypatch.setattr(cpu, "capabilities", lambda: flags)
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    assert cpu.int8_gemm_isa() == ("vnni", "avx_vnni")  # an AVX-VNNI CPU (Alder Lake, Zen 5 client)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert cpu.int8_gemm_isa() == ("avx2", "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN off VNNI int8 instructions")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "SSE41")
+    assert cpu.int8_gemm_isa()[0] == "none"
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    flags["avx_vnni"] = False
+    assert cpu.int8_gemm_isa() == ("avx2", "the CPU has none of avx512_vnni, avx_vnni, amx_int8")
+    flags["avx2"] = False
+    assert cpu.int8_gemm_isa()[0] == "none"
+
+
+def test_avx2_gemms_keep_weights_to_seven_bits_and_track_fp32() -> None:
+    """On AVX2, oneDNN's vpmaddubsw adds two u8 x s8 products in saturating s16: weights at 63 cannot overflow it.
+    The Linear runs on this CPU's own GEMMs; what is checked is the codes and that the product stays exact-grade."""
+    generator = torch.Generator().manual_seed(0)
+    linear = torch.nn.Linear(64, 32)
+    x = torch.randn(200, 64, generator=generator)
+    seven = StaticInt8Linear(linear, x.amin(0), x.amax(0), weight_levels=WEIGHT_LEVELS["avx2"])
+    assert seven.weight_bits == 7 and "u8 x s7" in repr(seven)
+    with torch.inference_mode():
+        cosine = torch.nn.functional.cosine_similarity(seven(x), linear(x), dim=-1)
+    assert cosine.min() > 0.99
+
+
+def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    assert int8_kernels(tiny_transformer(seed=1).model) == "not int8"
+    line = int8_kernels(quantize_int8(tiny_transformer(seed=1).model, None))
+    assert line.startswith("dynamic int8 | GEMM: fbgemm ") and "attention: PyTorch" in line
+    t = tiny_transformer(seed=1)
+    encoder = SentenceEncoder([t, Pooling(t.dimension), Normalize()], device="cpu", precision="int8",
+                              calibration_texts=nli_sentences())  # fmt: skip
+    if encoder.int8_mode == "static":
+        isa = cpu.int8_gemm_isa()[0]
+        bits = 8 if isa == "vnni" else 7
+        line = int8_kernels(encoder)
+        assert line.startswith(f"static int8 | GEMM: oneDNN {isa}, u8 x s{bits} | attention: "), line
+        assert line.count(" | ") == 4 and "add+LayerNorm: " in line
