@@ -104,6 +104,9 @@ class PeerEngine:
             env[var] = str(threads)
         env.update(TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         env.pop("PYTHONPATH", None)
+        # OpenVINO's CPU plugin cannot compile the model under oneDNN's ISA limit (no Softmax implementation) and ONNX
+        # Runtime has none: under an emulated AVX2 run the peers keep the CPU's full ISA (flattering them; said there)
+        env.pop("ONEDNN_MAX_CPU_ISA", None)
         start = time.perf_counter()
         with open(self.log_path, "wb") as log:
             self._proc = subprocess.Popen(

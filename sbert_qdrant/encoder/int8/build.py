@@ -32,6 +32,8 @@ except ImportError:  # Windows: no flock; a build there still lands atomically
 logger = logging.getLogger(__name__)
 
 SOURCE = Path(__file__).with_name("kernels") / "int8.cpp"
+#: The header both sources include: part of every library's digest.
+HEADER = SOURCE.with_name("dither.h")
 _COMMON = ("-O3", "-shared", "-fPIC")
 #: Per instruction set: the source and the flags it is compiled with.
 KERNELS: dict[KernelIsa, tuple[Path, tuple[str, ...]]] = {
@@ -66,7 +68,8 @@ def _digest(*parts: bytes | str) -> str:
 def _stem(isa: KernelIsa) -> str:
     """``int8-<isa>-<source and flags>-<platform>``: the part of a library's name any compiler shares."""
     source, flags = KERNELS[isa]
-    return f"int8-{isa}-{_digest(source.read_bytes(), *flags)}-{platform.system().lower()}-{platform.machine().lower()}"
+    code = _digest(source.read_bytes(), HEADER.read_bytes(), *flags)
+    return f"int8-{isa}-{code}-{platform.system().lower()}-{platform.machine().lower()}"
 
 
 def library_path(folder: Path, compiler_path: str, isa: KernelIsa = "avx512_vnni") -> Path:

@@ -16,6 +16,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "dither.h"
+
 // e^x as 2^n * 2^f (n = round(x log2 e), |f| <= 1/2, 2^f by a degree-6 polynomial): ~1e-7 relative error
 static inline __m512 exp512(__m512 x) {
     const __m512 log2e = _mm512_set1_ps(1.4426950408889634f);
@@ -34,9 +36,6 @@ static inline __m512 exp512(__m512 x) {
 }
 
 #define R 4  // query rows per tile: 4 independent dot-product chains share each K and V load
-// The dither, a plastic-number sequence: d(row, key) = frac(key * 0.75487766 + row * 0.56984029) for row < 16,
-// reused for every 16 rows
-#define DITHER_ROWS 16
 
 extern "C" int sbq_int8_attention(
     const uint8_t* q, const uint8_t* k, const uint8_t* v, int64_t ld,
@@ -53,12 +52,7 @@ extern "C" int sbq_int8_attention(
     float* srow = (float*)aligned_alloc(64, R * Lp * 4 + 64);
     uint8_t* prow = (uint8_t*)aligned_alloc(64, R * Lp + 64);
     const __m512i ones = _mm512_set1_epi8(1);
-    float* dither = (float*)aligned_alloc(64, DITHER_ROWS * Lp * 4 + 64);
-    for (int64_t i = 0; i < DITHER_ROWS; ++i)
-        for (int64_t j = 0; j < Lp; ++j) {
-            double t = j * 0.7548776662466927 + i * 0.5698402909980532;
-            dither[i * Lp + j] = (float)(t - floor(t));
-        }
+    float* dither = sbq_dither_table(Lp, 64);
     const uint8_t zero_out = (uint8_t)fminf(255.f, fmaxf(0.f, nearbyintf(out_offset)));
     int64_t last_b = -1;
     for (int64_t bh = bh_start; bh < bh_end; ++bh) {

@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "dither.h"
+
 // e^x as 2^n * 2^f (n = round(x log2 e), |f| <= 1/2, 2^f by a degree-6 polynomial), x clamped to >= -87
 static inline __m256 exp256(__m256 x) {
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
@@ -60,7 +62,6 @@ static inline __m256i clamp_u8(__m256i v) {
 }
 
 #define R 4  // query rows per tile: 4 independent dot-product chains share each K and V load
-#define DITHER_ROWS 16  // the dither of int8.cpp: frac(key * 0.75487766 + row * 0.56984029), rows mod 16
 
 static inline int32_t pair16(int32_t lo, int32_t hi) { return (int32_t)((uint32_t)(uint16_t)lo | ((uint32_t)(uint16_t)hi << 16)); }
 
@@ -78,12 +79,7 @@ extern "C" int sbq_int8_attention(
     float* srow = (float*)aligned_alloc(32, R * Lp * 4 + 64);
     int32_t* ppair = (int32_t*)aligned_alloc(32, R * (Lp / 2) * 4 + 64);
     uint8_t* prow = (uint8_t*)aligned_alloc(32, Lp + 64);
-    float* dither = (float*)aligned_alloc(32, DITHER_ROWS * Lp * 4 + 64);
-    for (int64_t i = 0; i < DITHER_ROWS; ++i)
-        for (int64_t j = 0; j < Lp; ++j) {
-            double t = j * 0.7548776662466927 + i * 0.5698402909980532;
-            dither[i * Lp + j] = (float)(t - floor(t));
-        }
+    float* dither = sbq_dither_table(Lp, 32);
     const uint8_t zero_out = (uint8_t)fminf(255.f, fmaxf(0.f, nearbyintf(out_offset)));
     int64_t last_b = -1;
     for (int64_t bh = bh_start; bh < bh_end; ++bh) {
