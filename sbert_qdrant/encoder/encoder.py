@@ -79,7 +79,8 @@ class SentenceEncoder(nn.Module):
         texts = checked_calibration(
             calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
         )
-        chosen = resolve_precision(precision, target, exact_int8=exact_grade_int8(self._weights))
+        exact_int8 = precision == "auto" and exact_grade_int8(self._weights)  # read only where auto decides
+        chosen = resolve_precision(precision, target, exact_int8=exact_int8)
         self._int8 = None
         if chosen == "int8":
             self._int8 = Int8Plan(

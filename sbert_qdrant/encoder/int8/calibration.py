@@ -5,6 +5,7 @@ the held-out STS losses they were measured to cost per int8 ISA: ``precision="au
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -119,10 +120,17 @@ def int8_isa() -> str | None:
     return None if isa == "none" else isa
 
 
+@functools.cache
+def shipped_ranges(weights_digest: str) -> ActivationRanges | None:
+    """The ranges the package ships for these weights (None: none), read once per process: ``auto``'s choice and
+    the quantization both need them at every load."""
+    return ActivationRanges.read(packaged_ranges_path(weights_digest))
+
+
 def exact_grade_int8(weights_digest: str) -> bool:
     """Whether static int8 runs here with shipped ranges for these weights measured exact-grade on this ISA."""
     isa = int8_isa()
-    shipped = ActivationRanges.read(packaged_ranges_path(weights_digest)) if isa else None
+    shipped = shipped_ranges(weights_digest) if isa else None
     return shipped is not None and shipped.exact_grade(isa)
 
 
@@ -198,7 +206,7 @@ def static_calibration(
         if cached is not None:
             logger.info("static int8: calibration read from %s", path)
             return cached
-        shipped = ActivationRanges.read(packaged_ranges_path(weights_digest))
+        shipped = shipped_ranges(weights_digest)
         if shipped is not None and set(shipped.low) == names:
             logger.info("static int8: the calibration shipped for this model")
             return shipped
