@@ -1,8 +1,8 @@
-"""The asyncio collection: ``AsyncTextCollection`` (its source is ``_collection_async.py``)."""
+"""The asyncio collection: ``AsyncTextCollection`` (its source is ``_collection/facade_async.py``)."""
 
 from __future__ import annotations
 
-from ._collection_async import AsyncTextCollection
-from ._duplicates import DuplicatePair
+from ._collection.duplicates import DuplicatePair
+from ._collection.facade_async import AsyncTextCollection
 
 __all__ = ["AsyncTextCollection", "DuplicatePair"]

@@ -1,8 +1,8 @@
-"""The collection: ``TextCollection`` (generated from ``_collection_async.py`` into ``_collection_sync.py``)."""
+"""The collection: ``TextCollection`` (``_collection/facade_sync.py``, generated from ``facade_async.py``)."""
 
 from __future__ import annotations
 
-from ._collection_sync import TextCollection
-from ._duplicates import DuplicatePair
+from ._collection.duplicates import DuplicatePair
+from ._collection.facade_sync import TextCollection
 
 __all__ = ["DuplicatePair", "TextCollection"]

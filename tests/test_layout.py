@@ -31,7 +31,8 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
     "sbert_qdrant.collection": "collection",  # TextCollection
     "sbert_qdrant.aio": "collection",  # AsyncTextCollection
-    "sbert_qdrant._*": "collection",  # the collections' private machinery (_schema, _search, _pipeline_async, ...)
+    "sbert_qdrant._collection": "collection",  # the collection wing: the machinery behind the two doors
+    "sbert_qdrant._*": "collection",  # any other private top-level module
     "sbert_qdrant.training": "training",  # data readers, objectives, trainer, evaluators
     "sbert_qdrant.integrations": "integrations",  # LangChain / LlamaIndex adapters
     "sbert_qdrant.testing": "testing",  # test support: tiny random encoders, fault-injecting clients

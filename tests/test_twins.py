@@ -89,10 +89,10 @@ def test_a_hand_edit_of_a_generated_file_fails_the_check(tmp_path: Path, capsys:
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")  # ruff's settings
     unasync.ROOT = tmp_path
     assert unasync.main(["--check"]) == 0
-    edited = tmp_path / "sbert_qdrant" / "_collection_sync.py"
+    edited = tmp_path / "sbert_qdrant" / "_collection" / "facade_sync.py"
     edited.write_text(edited.read_text(encoding="utf-8").replace("limit: int = 10", "limit: int = 20", 1))
     assert unasync.main(["--check"]) == 1
-    assert "_collection_sync.py differ from their async source: run `make generate`" in capsys.readouterr().out
+    assert "facade_sync.py differ from their async source: run `make generate`" in capsys.readouterr().out
 
 
 def test_a_rule_no_source_uses_fails_the_generator(capsys: pytest.CaptureFixture[str]) -> None:

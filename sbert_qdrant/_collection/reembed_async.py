@@ -8,18 +8,18 @@ from __future__ import annotations
 
 from functools import partial
 
-from ._bulk_async import write
-from ._context_async import AsyncCollectionContext
-from ._pipeline_async import Step
-from ._schema import _NAME, CollectionSettings
-from ._texts_async import plan_points
-from ._vectors import show_progress
-from .documents import encoded_text
-from .errors import InvalidArgumentError
-from .protocols import TextEncoder
-from .records import PreparedPoint, UpsertResult
-from .store.base import StoredRecord
-from .types import OnConflict
+from ..documents import encoded_text
+from ..errors import InvalidArgumentError
+from ..protocols import TextEncoder
+from ..records import PreparedPoint, UpsertResult
+from ..store.base import StoredRecord
+from ..types import OnConflict
+from .bulk_async import write
+from .context_async import AsyncCollectionContext
+from .pipeline_async import Step
+from .schema import CollectionSettings, valid_name
+from .texts_async import plan_points
+from .vectors import show_progress
 
 
 async def reembed_into(
@@ -83,7 +83,7 @@ async def _plan_copies(
 
 async def point_alias(context: AsyncCollectionContext, alias: str) -> None:
     """Make ``alias`` name the collection (``AsyncTextCollection.set_alias``)."""
-    if not isinstance(alias, str) or not _NAME.fullmatch(alias) or alias == context.name:
+    if not valid_name(alias) or alias == context.name:
         raise InvalidArgumentError(
             f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
             "than the collection's own."

@@ -8,8 +8,8 @@ from typing import Any
 import pydantic
 from qdrant_client import models
 
-from .errors import InvalidArgumentError, InvalidInputError
-from .records import check_id, point_id
+from ..errors import InvalidArgumentError, InvalidInputError
+from ..records import check_id, point_id
 
 
 def engine_filter(query_filter: models.Filter | Mapping[str, Any] | None) -> models.Filter | None:

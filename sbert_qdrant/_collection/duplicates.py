@@ -8,12 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._schema import CollectionSettings
-from ._vectors import encode_documents
-from .dedup import mine_pairs
-from .errors import InvalidInputError
-from .records import Hit, Key, check_text, split_payload, text_id
-from .store.base import StoredRecord
+from ..dedup import mine_pairs
+from ..errors import InvalidInputError
+from ..records import Hit, Key, check_text, split_payload, text_id
+from ..store.base import StoredRecord
+from .schema import CollectionSettings
+from .vectors import encode_documents
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """What the async collection does differently: its lock, blocking work off the event loop, the background write.
 
-``aio.py`` is written once against this module; ``tools/unasync.py`` derives ``collection.py`` from it, pointed at
-``_runtime_sync.py``, which offers the same names for threads.
+The collection's ``*_async.py`` sources are written once against this module; ``tools/unasync.py`` derives their
+``*_sync.py`` twins, pointed at ``runtime_sync.py``, which offers the same names for threads.
 """
 
 from __future__ import annotations

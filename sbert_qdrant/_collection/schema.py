@@ -10,22 +10,29 @@ from typing import Any
 
 from qdrant_client import models
 
-from .dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration
-from .documents import CHUNK_FIELD
-from .encoder import Bm25
-from .errors import (
+from ..dedup import DEFAULT_DUPLICATE_THRESHOLD, Calibration
+from ..documents import CHUNK_FIELD
+from ..encoder import Bm25
+from ..errors import (
     CollectionMismatchError,
     CollectionNotFoundError,
     InvalidArgumentError,
     UnsupportedError,
 )
-from .protocols import DocumentEncoder, TextEncoder, identity_of, same_encoder
-from .records import KEY_KEY, TEXT_KEY, VectorShape, check_writable
-from .store.base import CollectionSpec, ExistingCollection, VectorSpec
-from .types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Distance, Quantization
+from ..protocols import DocumentEncoder, TextEncoder, identity_of, same_encoder
+from ..records import KEY_KEY, TEXT_KEY, VectorShape, check_writable
+from ..store.base import CollectionSpec, ExistingCollection, VectorSpec
+from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Distance, Quantization
 
 SPARSE_NAME = "bm25"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def valid_name(value: object) -> bool:
+    """Whether a collection (or alias) name is one Qdrant accepts: 1-255 letters, digits, '_', '-' or '."."""
+    return isinstance(value, str) and _NAME.fullmatch(value) is not None
+
+
 _METADATA_KEY = "sbert_qdrant"
 
 
@@ -55,7 +62,7 @@ class CollectionSettings:
     @classmethod
     def checked(cls, collection_name: str, encoder: object, *, sparse: object, **options: Any) -> CollectionSettings:
         """The settings, each argument checked (before anything is written)."""
-        if not isinstance(collection_name, str) or not _NAME.fullmatch(collection_name):
+        if not valid_name(collection_name):
             raise InvalidArgumentError(
                 f"collection_name={collection_name!r} is not valid: use 1-255 letters, digits, '_', '-' or '.', "
                 "starting with a letter or digit."

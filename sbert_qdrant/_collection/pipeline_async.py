@@ -13,10 +13,10 @@ from typing import Any, Generic, TypeVar
 
 from tqdm.auto import tqdm
 
-from ._runtime_async import Writer, run_blocking
-from .errors import PartialWriteError
-from .records import Key, UpsertResult
-from .store.base import PointVectors
+from ..errors import PartialWriteError
+from ..records import Key, UpsertResult
+from ..store.base import PointVectors
+from .runtime_async import Writer, run_blocking
 
 B = TypeVar("B")
 

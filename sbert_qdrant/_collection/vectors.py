@@ -7,9 +7,9 @@ import logging
 
 import numpy as np
 
-from ._schema import SPARSE_NAME, CollectionSettings
-from .encoder import Bm25
-from .store.base import PointVectors
+from ..encoder import Bm25
+from ..store.base import PointVectors
+from .schema import SPARSE_NAME, CollectionSettings
 
 logger = logging.getLogger("sbert_qdrant.collection")
 

@@ -1,6 +1,6 @@
 """What the sync collection does differently: a thread lock, blocking work inline, the write in a worker thread.
 
-The same names as ``_runtime_async.py``, for ``collection.py`` (generated from ``aio.py`` by ``tools/unasync.py``).
+The same names as ``runtime_async.py``, for the ``*_sync.py`` twins that ``tools/unasync.py`` generates.
 """
 
 from __future__ import annotations

@@ -11,15 +11,15 @@ from typing import Any, TypeVar
 import numpy as np
 from qdrant_client import models
 
-from ._filters import engine_filter
-from ._schema import SPARSE_NAME, CollectionSettings
-from ._vectors import encode_documents, encode_queries
-from .documents import DocumentHit
-from .encoder import Bm25, CrossEncoder
-from .errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
-from .records import KEY_KEY, Hit, check_text, split_payload
-from .store.base import Diversified, Fused, Nearest, PayloadSelector, ScoredRecord, SearchQuery
-from .types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
+from ..documents import DocumentHit
+from ..encoder import Bm25, CrossEncoder
+from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
+from ..records import KEY_KEY, Hit, check_text, split_payload
+from ..store.base import Diversified, Fused, Nearest, PayloadSelector, ScoredRecord, SearchQuery
+from ..types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
+from .filters import engine_filter
+from .schema import SPARSE_NAME, CollectionSettings
+from .vectors import encode_documents, encode_queries
 
 T = TypeVar("T")
 #: Reciprocal rank fusion's k: Qdrant's default, and the best of 2, 10 and 60 on BEIR SciFact's train split.
