@@ -158,9 +158,9 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
             store = EdgeStore(folder) if client is None else ClientStore(client, close_client=False)
             coll = TextCollection("bench", encoder, client=client, **engine)  # type: ignore[arg-type]
             start = time.perf_counter()
-            store.create(CollectionSpec("bench", "text", VectorSpec(matrix.shape[1], "cosine")))
+            store.create(CollectionSpec("bench", {"text": VectorSpec(matrix.shape[1], "cosine")}))
             for i in range(0, len(stored), 1000):
-                vectors = PointVectors("text", matrix[i : i + 1000])
+                vectors = PointVectors({"text": matrix[i : i + 1000]})
                 store.upsert("bench", id_list[i : i + 1000], vectors, payloads[i : i + 1000], True)
             coll.optimize()
             load = time.perf_counter() - start

@@ -32,6 +32,8 @@ from .errors import StoreError as StoreError
 from .errors import StoreInUseError as StoreInUseError
 from .errors import StoreUnavailableError as StoreUnavailableError
 from .errors import UnsupportedError as UnsupportedError
+from .layout import PointLayout as PointLayout
+from .layout import VectorSlot as VectorSlot
 from .records import Hit as Hit
 from .records import StoredText as StoredText
 from .records import TextRecord as TextRecord

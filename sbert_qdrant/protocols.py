@@ -1,5 +1,5 @@
-"""What a collection (and chunking) needs of an encoder: any object with these members works, none has to subclass
-SentenceEncoder (an adapter over LangChain embeddings, a remote model, a test double)."""
+"""What a collection (and chunking) needs of an encoder, and of a re-ranker: any object with these members works,
+none has to subclass SentenceEncoder (an adapter over LangChain embeddings, a remote model, a test double)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,19 @@ class DocumentEncoder(TextEncoder, Protocol):
 
     def token_spans(self, text: str) -> list[tuple[int, int]]:
         """Character spans (start, end) of the tokens of ``text``, without special tokens."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Re-scores (query, text) pairs read together, one relevance score each (``rerank=``): a CrossEncoder with one
+    output, or any object with these members (a remote re-ranking service, a test double)."""
+
+    @property
+    def num_labels(self) -> int:
+        """1: one relevance score per pair."""
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = ...) -> Any:
+        """One score per pair, higher is more relevant: an array of shape (len(pairs),) or (len(pairs), 1)."""
 
 
 def identity_of(encoder: object) -> str | None:

@@ -1,11 +1,11 @@
-"""Texts as Qdrant points: deterministic ids, payload layout, input checks, and the typed results.
+"""Texts as Qdrant points: deterministic ids, payload keys, input checks, and the typed results.
 
 An id is the caller's: the one passed to ``upsert_texts`` (any str or int), or, when none was given, the id derived
 from the text (``text_id``: a UUIDv5 string), so that upserting the same record twice writes the same point. The
-engine's point id is ``point_id(id)``: a UUID in canonical form as it is, anything else its UUIDv5. A point's
-payload holds the text under ``"text"``, the caller's id (when one was given) under ``"key"``, and the caller's
-fields beside them; a document's chunk also holds its place under ``"document"`` (``documents.py``), which is how a
-collection tells chunks from texts.
+engine's point id is ``point_id(id)``: a UUID in canonical form as it is, anything else its UUIDv5. In
+sbert-qdrant's layout (``layout.py``) a point's payload holds the text under ``"text"``, the caller's id (when one
+was given) under ``"key"``, and the caller's fields beside them; a document's chunk also holds its place under
+``"document"`` (``documents.py``), which is how a collection tells chunks from texts.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError, UnsupportedError
+from .errors import InvalidInputError
 
 TEXT_KEY = "text"
 KEY_KEY = "key"
@@ -134,14 +134,6 @@ class PreparedPoint:
     vector: np.ndarray | None = None
 
 
-def text_point(record: CheckedRecord) -> PreparedPoint:
-    """The point that stores a text: the text and (when the caller gave one) the id beside the caller's fields."""
-    head: dict[str, Any] = {TEXT_KEY: record.text}
-    if record.explicit_id:
-        head[KEY_KEY] = record.id
-    return PreparedPoint(record.id, record.point_id, record.text, {**head, **record.fields}, record.vector)
-
-
 class UpsertResult(list[Key]):
     """The ids of an upsert, one per input record (yours, or derived from the text), plus what happened to them."""
 
@@ -151,27 +143,6 @@ class UpsertResult(list[Key]):
         self.written = written
         #: Records left alone: already stored (``on_conflict="skip"``; a document unchanged), or repeated.
         self.skipped = skipped
-
-
-def split_payload(
-    point: str, payload: Mapping[str, Any] | None, text_key: str = TEXT_KEY
-) -> tuple[Key, str | None, dict[str, Any]]:
-    """(id, text, the caller's fields) of a stored point: the id is the stored key, else the point id; the text is
-    under ``text_key`` (another tool's field, e.g. langchain-qdrant's ``"page_content"``)."""
-    fields = dict(payload or {})
-    key = fields.pop(KEY_KEY, None)
-    text = fields.pop(text_key, None)
-    return (point if key is None else key), (text if isinstance(text, str) else None), fields
-
-
-def check_writable(collection_name: str, text_field: str) -> None:
-    """Refuse writes to a collection opened in another tool's layout (its text under ``text_field``): read-only."""
-    if text_field != TEXT_KEY:
-        raise UnsupportedError(
-            f"collection {collection_name!r} was written by another tool (its text is in payload field "
-            f"text_field={text_field!r}), so it is read-only here; write to it with that tool, or copy its texts "
-            "into a collection of sbert-qdrant's own (another collection_name, default text_field)."
-        )
 
 
 def check_text(text: object, where: str, fix: str = "drop it before upserting") -> str:
@@ -190,7 +161,7 @@ def check_text(text: object, where: str, fix: str = "drop it before upserting") 
     return text
 
 
-def check_payload(payload: object, where: str) -> dict[str, Any]:
+def check_payload(payload: object, where: str, reserved_keys: frozenset[str] = RESERVED_KEYS) -> dict[str, Any]:
     """A JSON-safe payload without reserved keys, or an error naming it and the fix."""
     if payload is None:
         return {}
@@ -200,7 +171,7 @@ def check_payload(payload: object, where: str) -> dict[str, Any]:
     for name in fields:
         if not isinstance(name, str):
             raise InvalidInputError(f"{where} has a non-str key {name!r}; payload keys must be str.")
-    reserved = RESERVED_KEYS.intersection(fields)
+    reserved = reserved_keys.intersection(fields)
     if reserved:
         raise InvalidInputError(
             f"{where} uses the reserved key(s) {sorted(reserved)}: sbert-qdrant stores the text under "
@@ -271,9 +242,9 @@ class VectorShape:
         return vector
 
 
-def _check(record: TextRecord, index: int, shape: VectorShape | None) -> CheckedRecord:
+def _check(record: TextRecord, index: int, shape: VectorShape | None, reserved: frozenset[str]) -> CheckedRecord:
     text = check_text(record.text, f"texts[{index}]")
-    fields = check_payload(record.payload, f"payloads[{index}]")
+    fields = check_payload(record.payload, f"payloads[{index}]", reserved)
     vector = _checked_vector(record.vector, index, shape)
     if record.id is None:
         return CheckedRecord(index, text_id(text), text, fields, explicit_id=False, vector=vector)
@@ -345,12 +316,14 @@ def checked_batches(
     batch_size: int,
     vectors: Sequence[Any] | None = None,
     shape: VectorShape | None = None,
+    reserved: frozenset[str] = RESERVED_KEYS,
 ) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
     """(every record of the batch, the records to write: repeats dropped) per batch, in input order.
 
     A sequence of texts is checked whole before the first batch comes out, so bad input writes nothing. Any other
     iterable (records or texts, streamed) is checked batch by batch, each before it is written. With ``shape``,
     every record carries a vector encoded elsewhere (``vectors``, one per text of a list, or in each record).
+    ``reserved``: the payload keys the layout keeps for itself (``PointLayout.reserved``).
     """
     if isinstance(texts, (str, bytes, Mapping)) or texts is None:
         raise InvalidInputError(
@@ -375,13 +348,13 @@ def checked_batches(
             )
             for i, t in enumerate(texts)
         ]
-        yield from _checked(records, batch_size, shape)
+        yield from _checked(records, batch_size, shape, reserved)
         return
     if ids is not None or payloads is not None or vectors is not None:
         raise InvalidInputError(
             "ids=, payloads= and vectors= need a list of texts; put id, payload and vector in each record instead."
         )
-    yield from _checked((_as_record(t, i) for i, t in enumerate(texts)), batch_size, shape, eager=False)
+    yield from _checked((_as_record(t, i) for i, t in enumerate(texts)), batch_size, shape, reserved, eager=False)
 
 
 def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
@@ -391,12 +364,16 @@ def _batched(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _checked(
-    records: Iterable[TextRecord], batch_size: int, shape: VectorShape | None, eager: bool = True
+    records: Iterable[TextRecord],
+    batch_size: int,
+    shape: VectorShape | None,
+    reserved: frozenset[str],
+    eager: bool = True,
 ) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
     dedup = _Deduplicator()
 
     def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[CheckedRecord], list[CheckedRecord]]:
-        every = [_check(record, index, shape) for index, record in batch]
+        every = [_check(record, index, shape, reserved) for index, record in batch]
         return every, [record for record in every if dedup.keep(record)]
 
     batches = (check(batch) for batch in _batched(enumerate(records), batch_size))

@@ -39,6 +39,13 @@ FUSIONS: tuple[Fusion, ...] = get_args(Fusion)
 Distance = Literal["cosine", "dot", "euclid", "manhattan"]
 DISTANCES: tuple[Distance, ...] = get_args(Distance)
 
+#: The kinds of a point's named vector slots: one dense vector, sparse term weights, or many dense vectors (MaxSim).
+SlotKind = Literal["dense", "sparse", "multivector"]
+SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
+
+#: Whose point layout a collection has: ours, mcp-server-qdrant's (both writable), or another tool's (read-only).
+LayoutOwner = Literal["sbert-qdrant", "mcp-server-qdrant", "foreign"]
+
 #: Qdrant's quantization of a collection's stored vectors (the encoder's int8 precision is another matter).
 Quantization = Literal["int8", "binary"]
 QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)

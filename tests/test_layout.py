@@ -26,7 +26,8 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant._version": "base",
     "sbert_qdrant.encoder": "encoder",  # SentenceEncoder, CrossEncoder, sparse weights; knows nothing of Qdrant
     "sbert_qdrant.store": "store",  # engines behind one protocol; knows vectors and payloads, never text
-    "sbert_qdrant.records": "records",  # ids, payload layout, input checks
+    "sbert_qdrant.records": "records",  # ids, payload keys, input checks
+    "sbert_qdrant.layout": "records",  # where a point keeps what: named vector slots and payload fields
     "sbert_qdrant.documents": "records",  # chunking of long documents
     "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
     "sbert_qdrant.collection": "collection",  # TextCollection

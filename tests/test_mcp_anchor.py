@@ -78,9 +78,9 @@ def write_local(path: Path, encoder: SentenceEncoder, vector: str = VECTOR) -> M
 def write_edge(path: Path, encoder: SentenceEncoder, vector: str = VECTOR) -> McpSettings:
     """The same collection on Qdrant Edge, through the engine alone (no sbert-qdrant metadata)."""
     store = EdgeStore(path)
-    store.create(CollectionSpec("memories", vector, VectorSpec(384, "cosine")))
+    store.create(CollectionSpec("memories", {vector: VectorSpec(384, "cosine")}))
     ids, payloads = their_points(vectors := encoder.encode_document(NOTES))
-    store.upsert("memories", [str(uuid.UUID(i)) for i in ids], PointVectors(vector, vectors), payloads, True)
+    store.upsert("memories", [str(uuid.UUID(i)) for i in ids], PointVectors({vector: vectors}), payloads, True)
     store.close()
     return McpSettings(location=str(path), collection_name="memories", filterable_fields=FIELDS)
 

@@ -29,8 +29,8 @@ from ..documents import (
     stale_filter,
     stored_document,
 )
-from ..encoder import CrossEncoder
 from ..errors import InvalidArgumentError
+from ..protocols import Reranker
 from ..records import (
     DOCUMENT_KEY,
     CheckedRecord,
@@ -72,6 +72,7 @@ class AsyncDocuments:
     async def upsert(
         self,
         documents: Iterable[Any],
+        *,
         ids: Sequence[Key] | None,
         payloads: Sequence[Mapping[str, Any] | None] | None,
         chunk_tokens: int | None,
@@ -130,13 +131,14 @@ class AsyncDocuments:
         limit: int,
         query_filter: models.Filter | None,
         score_threshold: float | None,
+        *,
         mode: SearchMode,
         fusion: Fusion,
         weights: Sequence[float] | None,
         chunks: int,
         score: Scoring,
         candidates: int | None,
-        rerank: CrossEncoder | None,
+        rerank: Reranker | None,
         rerank_candidates: int,
         search_params: models.SearchParams | None,
     ) -> list[DocumentHit]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..dedup import mine_pairs
 from ..errors import InvalidInputError
-from ..records import Hit, Key, check_text, split_payload, text_id
+from ..records import Hit, Key, check_text, text_id
 from ..store.base import StoredRecord
 from .schema import CollectionSettings
 from .vectors import encode_documents
@@ -71,7 +71,7 @@ def most_similar_pairs(
         return []
     ids, texts = [], []
     for record in records:
-        key, text, _ = split_payload(record.id, record.payload, settings.text_field)
+        key, text, _ = settings.layout.split(record.id, record.payload)
         ids.append(key)
         texts.append(text)
     vectors = np.stack([r.vector for r in records])  # type: ignore[misc]

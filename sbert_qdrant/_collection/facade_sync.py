@@ -15,9 +15,10 @@ from qdrant_client import QdrantClient, models
 
 from ..dedup import Calibration
 from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only, first_chunks_only
-from ..encoder import Bm25, CrossEncoder, load_encoder
+from ..encoder import Bm25, load_encoder
 from ..errors import InvalidArgumentError
-from ..protocols import TextEncoder
+from ..layout import PointLayout
+from ..protocols import Reranker, TextEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
 from ..store import RetryPolicy
@@ -41,9 +42,7 @@ from .documents_sync import Documents
 from .duplicates import DuplicatePair
 from .filters import engine_filter
 from .reembed_sync import point_alias, reembed_into
-from .runtime_sync import run_blocking
 from .schema import CollectionSettings
-from .search import rerank_depth, reranked, search_plan
 from .texts_sync import Texts
 
 __all__ = ["DuplicatePair", "TextCollection"]
@@ -63,7 +62,12 @@ class TextCollection:
     texts only, document calls documents only. A collection another tool wrote is read and searched as it is with
     its vector's name and its text's payload field, e.g. langchain-qdrant's ``vector_name="", text_field=
     "page_content"`` (read-only: writes are refused). ``encoder`` may be any object with what a collection uses
-    (``sbert_qdrant.encoder.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
+    (``sbert_qdrant.protocols.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
+
+    Several models in one collection: ``named_vectors={"name": encoder, ...}`` adds a dense slot per encoder beside
+    the primary (``vector_name``); every write fills each slot, and a search picks one with ``using="name"``.
+    ``layout=`` takes a whole ``PointLayout`` instead (e.g. ``PointLayout.mcp_server_qdrant(model)``: the
+    collections mcp-server-qdrant reads and writes).
     """
 
     def __init__(
@@ -78,6 +82,8 @@ class TextCollection:
         store: VectorStore | None = None,
         vector_name: str = "text",
         text_field: str = "text",
+        named_vectors: Mapping[str, TextEncoder] | None = None,
+        layout: PointLayout | None = None,
         sparse: Bm25 | Literal["bm25"] | None = "bm25",
         distance: Distance = "cosine",
         on_disk: bool = False,
@@ -97,6 +103,8 @@ class TextCollection:
             collection_name,
             encoder or load_encoder(settings),
             sparse=sparse,
+            layout=layout,
+            named_vectors=named_vectors,
             vector_name=vector_name,
             distance=distance,
             on_disk=on_disk,
@@ -121,6 +129,11 @@ class TextCollection:
     @property
     def encoder(self) -> TextEncoder:
         return self._ctx.config.encoder
+
+    @property
+    def layout(self) -> PointLayout:
+        """Where a point keeps what: the vector slots (filled: sizes and encoders) and payload fields."""
+        return self._ctx.config.layout
 
     @property
     def distance(self) -> str:
@@ -201,7 +214,16 @@ class TextCollection:
         ``optimize()`` only, so there it just builds the index at the end.
         """
         return self._texts.upsert(
-            texts, ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
+            texts,
+            ids=ids,
+            payloads=payloads,
+            batch_size=batch_size,
+            wait=wait,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            vectors=vectors,
+            vectors_from=vectors_from,
+            bulk=bulk,
         )
 
     def reembed(
@@ -277,9 +299,10 @@ class TextCollection:
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
-        rerank: CrossEncoder | None = None,
+        rerank: Reranker | None = None,
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
+        using: str | None = None,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -291,7 +314,8 @@ class TextCollection:
         best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score.
         search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
         collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
-        server; qdrant-client's local mode searches exactly and ignores them).
+        server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
+        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder.
         """
         found = self.search_texts(
             [query],
@@ -307,6 +331,7 @@ class TextCollection:
             rerank=rerank,
             rerank_candidates=rerank_candidates,
             search_params=search_params,
+            using=using,
         )
         return found[0]
 
@@ -323,17 +348,28 @@ class TextCollection:
         weights: Sequence[float] | None = None,
         diversity: float | None = None,
         candidates: int | None = None,
-        rerank: CrossEncoder | None = None,
+        rerank: Reranker | None = None,
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
+        using: str | None = None,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
-        depth = rerank_depth(rerank, rerank_candidates, limit)
-        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
-        found = self._texts.search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
-        if rerank is None or not found:
-            return found
-        return run_blocking(reranked, self._ctx.config, list(queries), found, rerank, limit)
+        return self._texts.search(
+            queries,
+            limit,
+            query_filter,
+            score_threshold,
+            with_payload,
+            mode=mode,
+            fusion=fusion,
+            weights=weights,
+            diversity=diversity,
+            candidates=candidates,
+            rerank=rerank,
+            rerank_candidates=rerank_candidates,
+            search_params=search_params,
+            using=using,
+        )
 
     # -- documents -------------------------------------------------------------------------------------------------
 
@@ -370,18 +406,18 @@ class TextCollection:
         """
         return self._documents.upsert(
             documents,
-            ids,
-            payloads,
-            chunk_tokens,
-            overlap_tokens,
-            batch_size,
-            wait,
-            on_conflict,
-            show_progress_bar,
-            context_field,
-            vectors,
-            vectors_from,
-            bulk,
+            ids=ids,
+            payloads=payloads,
+            chunk_tokens=chunk_tokens,
+            overlap_tokens=overlap_tokens,
+            batch_size=batch_size,
+            wait=wait,
+            on_conflict=on_conflict,
+            show_progress_bar=show_progress_bar,
+            context_field=context_field,
+            vectors=vectors,
+            vectors_from=vectors_from,
+            bulk=bulk,
         )
 
     def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
@@ -405,7 +441,7 @@ class TextCollection:
         chunks: int = 3,
         score: Scoring = "max",
         candidates: int | None = None,
-        rerank: CrossEncoder | None = None,
+        rerank: Reranker | None = None,
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
     ) -> list[DocumentHit]:
@@ -422,15 +458,15 @@ class TextCollection:
             limit,
             query_filter,
             score_threshold,
-            mode,
-            fusion,
-            weights,
-            chunks,
-            score,
-            candidates,
-            rerank,
-            rerank_candidates,
-            search_params,
+            mode=mode,
+            fusion=fusion,
+            weights=weights,
+            chunks=chunks,
+            score=score,
+            candidates=candidates,
+            rerank=rerank,
+            rerank_candidates=rerank_candidates,
+            search_params=search_params,
         )
 
     # -- duplicates ------------------------------------------------------------------------------------------------

@@ -19,13 +19,73 @@ from ..errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
+from ..layout import PointLayout, VectorSlot
 from ..protocols import DocumentEncoder, TextEncoder, identity_of, same_encoder
-from ..records import KEY_KEY, TEXT_KEY, VectorShape, check_writable
+from ..records import KEY_KEY, TEXT_KEY, VectorShape
 from ..store.base import CollectionSpec, ExistingCollection, VectorSpec
-from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Distance, Quantization
+from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Quantization
 
-SPARSE_NAME = "bm25"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+
+
+def _layout(
+    given: object,
+    sparse: object,
+    named_vectors: Mapping[str, object],
+    vector_name: str,
+    text_field: str,
+    distance: str,
+) -> PointLayout:
+    """The layout given, else the one the plain arguments describe: another tool's (``text_field``), else ours."""
+    if given is not None:
+        if not isinstance(given, PointLayout):
+            raise InvalidArgumentError(
+                f"layout={given!r:.60} must be a PointLayout, e.g. PointLayout.mcp_server_qdrant(model)."
+            )
+        if vector_name != "text" or text_field != TEXT_KEY or distance != "cosine":
+            raise InvalidArgumentError(
+                "layout= names the slots and fields itself; drop vector_name=, text_field= and distance=, or layout=."
+            )
+        if given.sparse is not None and sparse is None:
+            raise InvalidArgumentError(f"sparse=None, but the layout has the sparse slot {given.sparse.name!r}.")
+        return given
+    if not isinstance(vector_name, str):
+        raise InvalidArgumentError(f'vector_name={vector_name!r} must be a str ("": the unnamed vector).')
+    if not isinstance(text_field, str) or not text_field or text_field == KEY_KEY:
+        raise InvalidArgumentError(
+            f"text_field={text_field!r} must name the payload field holding the text, e.g. 'page_content'."
+        )
+    if text_field != TEXT_KEY:
+        if named_vectors:
+            raise InvalidArgumentError("named_vectors= adds slots to a collection of sbert-qdrant's own layout only.")
+        return PointLayout.foreign(vector_name, text_field, distance=distance)  # type: ignore[arg-type]
+    slots = tuple(VectorSlot(name, distance=distance) for name in (vector_name, *named_vectors))  # type: ignore[arg-type]
+    return PointLayout.ours(slots, sparse is not None)
+
+
+def _encoders(layout: PointLayout, encoder: object, named_vectors: Mapping[str, object]) -> dict[str, TextEncoder]:
+    """The encoder of every dense slot of ``layout``: ``encoder`` fills the primary, ``named_vectors`` the others."""
+    for where, value in {"encoder": encoder, **{f"named_vectors[{k!r}]": v for k, v in named_vectors.items()}}.items():
+        if not isinstance(value, TextEncoder):
+            raise InvalidArgumentError(
+                f"{where} must be a SentenceEncoder or have what a collection uses (dimension, normalizes, "
+                f"encode_document, encode_query: sbert_qdrant.protocols.TextEncoder), not {type(value).__name__}."
+            )
+    dense = [slot.name for slot in layout.of_kind("dense")]
+    extra = sorted(set(named_vectors) - set(dense[1:]))
+    missing = sorted(set(dense[1:]) - set(named_vectors))
+    if extra or missing:
+        raise InvalidArgumentError(
+            f"named_vectors= must give an encoder for each dense slot after the first ({dense[1:]}); "
+            f"{'unknown: ' + str(extra) if extra else 'missing: ' + str(missing)}."
+        )
+    if layout.of_kind("multivector"):
+        raise UnsupportedError(
+            f"the layout's multivector slots {[s.name for s in layout.of_kind('multivector')]} need a token encoder, "
+            "which collections do not take yet; write them through the store, or leave them out of the layout."
+        )
+    chosen: dict[str, Any] = {dense[0]: encoder, **{name: named_vectors[name] for name in dense[1:]}}
+    return chosen
 
 
 def valid_name(value: object) -> bool:
@@ -38,12 +98,15 @@ _METADATA_KEY = "sbert_qdrant"
 
 @dataclass(frozen=True)
 class CollectionSettings:
-    """Everything a collection was opened with, checked: see ``AsyncTextCollection`` for each argument."""
+    """Everything a collection was opened with, checked: see ``AsyncTextCollection`` for each argument.
+
+    ``layout`` is where a point keeps what (its slots filled: sizes and encoder identities); ``encoders`` fill its
+    dense slots, by slot name, the primary's first.
+    """
 
     collection_name: str
-    encoder: TextEncoder
-    vector_name: str = "text"
-    distance: Distance = "cosine"
+    encoders: Mapping[str, TextEncoder]
+    layout: PointLayout
     on_disk: bool = False
     hnsw: models.HnswConfigDiff | None = None
     quantization: Quantization | None = None
@@ -52,29 +115,32 @@ class CollectionSettings:
     payload_indexes: Mapping[str, models.PayloadSchemaType] = field(default_factory=dict)
     encode_batch_size: int = 32
     show_progress_bar: bool | None = None
-    #: BM25 for a collection this creates (None: dense only).
+    #: BM25 for a collection this creates (None: no sparse slot).
     bm25: Bm25 | None = None
     #: Whether the caller chose the BM25 settings (an existing collection's must then match).
     bm25_explicit: bool = False
-    #: Payload field of the text: ours (``"text"``), or another tool's in a collection it wrote (read-only).
-    text_field: str = TEXT_KEY
 
     @classmethod
-    def checked(cls, collection_name: str, encoder: object, *, sparse: object, **options: Any) -> CollectionSettings:
+    def checked(
+        cls,
+        collection_name: str,
+        encoder: object,
+        *,
+        sparse: object,
+        layout: object = None,
+        named_vectors: Mapping[str, object] | None = None,
+        vector_name: str = "text",
+        text_field: str = TEXT_KEY,
+        distance: str = "cosine",
+        **options: Any,
+    ) -> CollectionSettings:
         """The settings, each argument checked (before anything is written)."""
         if not valid_name(collection_name):
             raise InvalidArgumentError(
                 f"collection_name={collection_name!r} is not valid: use 1-255 letters, digits, '_', '-' or '.', "
                 "starting with a letter or digit."
             )
-        if not isinstance(encoder, TextEncoder):
-            raise InvalidArgumentError(
-                f"encoder must be a SentenceEncoder or have what a collection uses (dimension, normalizes, "
-                f"encode_document, encode_query: sbert_qdrant.protocols.TextEncoder), not {type(encoder).__name__}."
-            )
-        distance, quantization = options.get("distance", "cosine"), options.get("quantization")
-        batch, text_field = options.get("encode_batch_size", 32), options.get("text_field", TEXT_KEY)
-        vector_name = options.get("vector_name", "text")
+        quantization, batch = options.get("quantization"), options.get("encode_batch_size", 32)
         if distance not in DISTANCES:
             raise InvalidArgumentError(f"distance={distance!r} must be one of {DISTANCES}.")
         if quantization is not None and quantization not in QUANTIZATIONS:
@@ -83,41 +149,74 @@ class CollectionSettings:
             raise InvalidArgumentError(f"encode_batch_size={batch!r} must be a positive integer.")
         if not (sparse is None or sparse == "bm25" or isinstance(sparse, Bm25)):
             raise InvalidArgumentError(f"sparse={sparse!r} must be 'bm25', a Bm25(...) configuration, or None.")
-        if sparse is not None and vector_name == SPARSE_NAME:
-            raise InvalidArgumentError(f"vector_name={vector_name!r} is the sparse vector's name; choose another.")
-        if not isinstance(text_field, str) or not text_field or text_field == KEY_KEY:
-            raise InvalidArgumentError(
-                f"text_field={text_field!r} must name the payload field holding the text, e.g. 'page_content'."
-            )
+        chosen = _layout(layout, sparse, named_vectors or {}, vector_name, text_field, distance)
+        encoders = _encoders(chosen, encoder, named_vectors or {})
+        sizes = {name: (e.dimension, identity_of(e)) for name, e in encoders.items()}
         options["payload_indexes"] = dict(options.get("payload_indexes") or {})
-        bm25 = Bm25() if sparse == "bm25" else sparse
-        return cls(collection_name, encoder, bm25=bm25, bm25_explicit=isinstance(sparse, Bm25), **options)  # type: ignore[arg-type]
+        bm25 = (sparse if isinstance(sparse, Bm25) else Bm25()) if chosen.sparse is not None else None
+        return cls(
+            collection_name,
+            encoders,
+            chosen.filled(sizes),
+            bm25=bm25,
+            bm25_explicit=isinstance(sparse, Bm25),
+            **options,
+        )
+
+    @property
+    def encoder(self) -> TextEncoder:
+        """The primary slot's encoder."""
+        return self.encoders[self.vector_name]
+
+    @property
+    def vector_name(self) -> str:
+        return self.layout.primary.name
+
+    @property
+    def distance(self) -> str:
+        return self.layout.primary.distance
+
+    @property
+    def text_field(self) -> str:
+        return self.layout.text_field
+
+    def encoder_of(self, using: str | None) -> tuple[str, TextEncoder]:
+        """The dense slot ``using`` (None: the primary) and its encoder."""
+        name = self.vector_name if using is None else self.layout.slot(using, "dense").name
+        return name, self.encoders[name]
 
     def describe(self, flavour: str, store: object) -> str:
         """The collection's repr."""
+        slots = ", ".join(
+            f"{s.name or '<unnamed>'}: {s.kind}{f' {s.size}' if s.size else ''}" for s in self.layout.slots
+        )
         return (
             f"{flavour}({self.collection_name!r}, dimension={self.encoder.dimension}, "
-            f"distance={self.distance!r}, sparse={SPARSE_NAME if self.bm25 else None!r}, "
-            f"store={type(store).__name__})"
+            f"distance={self.distance!r}, slots={{{slots}}}, store={type(store).__name__})"
         )
 
     def spec(self) -> CollectionSpec:
-        """The collection to create."""
+        """The collection to create, from the layout's slots."""
         ours: dict[str, Any] = {"dimension": self.encoder.dimension, "normalized": self.encoder.normalizes}
         if identity_of(self.encoder) is not None:
             ours["encoder"] = identity_of(self.encoder)
+        others = {s.name: s.filled_by for s in self.layout.of_kind("dense")[1:] if s.filled_by is not None}
+        if others:
+            ours["slots"] = others
         if self.bm25 is not None:
             ours["bm25"] = self.bm25.to_dict()
+        vectors = [s for s in self.layout.slots if s.kind != "sparse"]
+        sparse = self.layout.sparse
         return CollectionSpec(
             name=self.collection_name,
-            vector_name=self.vector_name,
-            vector=VectorSpec(self.encoder.dimension, self.distance),
+            vectors={s.name: VectorSpec(s.size, s.distance, s.kind == "multivector") for s in vectors},
+            sparse=frozenset({sparse.name}) if sparse is not None else frozenset(),
+            unindexed=frozenset(s.name for s in vectors if not s.index),
             on_disk=self.on_disk,
             hnsw=self.hnsw,
             quantization=self.quantization,
             shard_number=self.shard_number,
             replication_factor=self.replication_factor,
-            sparse_name=SPARSE_NAME if self.bm25 else None,
             metadata={_METADATA_KEY: ours},
         )
 
@@ -142,37 +241,52 @@ class CollectionSettings:
         return batch_size
 
     def require_writable(self) -> None:
-        check_writable(self.collection_name, self.text_field)
+        self.layout.check_writable(self.collection_name)
 
     def document_encoder(self) -> DocumentEncoder:
-        """The encoder, when it can cut documents into chunks (it has a tokenizer)."""
+        """The encoder, when it can cut documents into chunks (it has a tokenizer) in a layout that stores them."""
+        if not self.layout.takes_documents:
+            raise UnsupportedError(
+                f"collection {self.collection_name!r} is in {self.layout.owner}'s layout, which has no place for a "
+                "document's chunks; store documents in a collection of sbert-qdrant's own layout."
+            )
         if not isinstance(self.encoder, DocumentEncoder):
             raise UnsupportedError(
                 f"{self.encoder!r} has no tokenizer (document_token_limit, token_spans), so it cannot cut documents "
                 "into chunks; use upsert_texts (one vector per text) or a SentenceEncoder for documents."
             )
+        if len(self.encoders) > 1:
+            raise UnsupportedError(
+                f"collection {self.collection_name!r} has several dense slots ({sorted(self.encoders)}); documents "
+                "are chunked by one encoder's tokenizer: store them in a collection with one dense slot."
+            )
         return self.encoder
 
     def existing_bm25(self, existing: ExistingCollection) -> Bm25 | None:
-        """Check an existing collection against these settings (never recreate it silently); its BM25 settings
-        when sbert-qdrant wrote a sparse vector into it, else None (dense only)."""
-        name = self.collection_name
-        found = existing.vectors.get(self.vector_name)
-        if found is None:
-            raise CollectionMismatchError(
-                f"collection {name!r} has no vector named {self.vector_name!r} (it has {sorted(existing.vectors)}); "
-                f"pass vector_name= one of those, or recreate=True to replace the collection."
-            )
-        wanted = VectorSpec(self.encoder.dimension, self.distance)
-        if found != wanted:
-            raise CollectionMismatchError(
-                f"collection {name!r} stores {found.size}-dim {found.distance} vectors under {self.vector_name!r}, "
-                f"but this encoder makes {wanted.size}-dim {wanted.distance} ones; use the model the collection "
-                "was built with, another collection_name, or recreate=True to replace it (deletes its points)."
-            )
-        self.check_encoder(ours(existing.metadata).get("encoder"))
-        stored = ours(existing.metadata).get("bm25")
-        if SPARSE_NAME not in existing.sparse_vectors or stored is None:
+        """Check an existing collection against these settings, slot by slot (never recreate it silently); its
+        BM25 settings when sbert-qdrant wrote a sparse vector into it, else None (dense only)."""
+        name, metadata = self.collection_name, ours(existing.metadata)
+        written_by = {self.vector_name: metadata.get("encoder"), **(metadata.get("slots") or {})}
+        for slot in self.layout.slots:
+            if slot.kind == "sparse":
+                continue
+            found = existing.vectors.get(slot.name)
+            if found is None:
+                raise CollectionMismatchError(
+                    f"collection {name!r} has no vector named {slot.name!r} (it has {sorted(existing.vectors)}); "
+                    f"pass vector_name= one of those, or recreate=True to replace the collection."
+                )
+            wanted = VectorSpec(slot.size, slot.distance, slot.kind == "multivector")
+            if found != wanted:
+                raise CollectionMismatchError(
+                    f"collection {name!r} stores {found.size}-dim {found.distance} vectors under {slot.name!r}, "
+                    f"but its encoder makes {wanted.size}-dim {wanted.distance} ones; use the model the collection "
+                    "was built with, another collection_name, or recreate=True to replace it (deletes its points)."
+                )
+            self.check_encoder(written_by.get(slot.name), slot.filled_by)
+        stored = metadata.get("bm25")
+        sparse = self.layout.sparse
+        if sparse is None or sparse.name not in existing.sparse_vectors or stored is None:
             return None  # dense only: searches in sparse or hybrid mode say how to add BM25
         active = Bm25.from_dict(stored)
         if self.bm25_explicit and self.bm25 != active:
@@ -203,9 +317,8 @@ class CollectionSettings:
             )
         return VectorShape(self.encoder.dimension, self.encoder.normalizes, rows)
 
-    def check_encoder(self, written_by: str | None) -> None:
-        """Refuse an encoder other than the one that wrote the collection (when both identities are known)."""
-        identity = identity_of(self.encoder)
+    def check_encoder(self, written_by: str | None, identity: str | None) -> None:
+        """Refuse an encoder other than the one that wrote a slot (when both identities are known)."""
         if written_by is None or identity is None or same_encoder(written_by, identity):
             return
         raise CollectionMismatchError(

@@ -1,5 +1,5 @@
 """Searching a collection: the checked plan of a search, the engine searches of query texts, hits in a fixed order,
-and re-ranking by a cross-encoder."""
+and re-ranking by a cross-encoder (any ``Reranker``)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,14 @@ import numpy as np
 from qdrant_client import models
 
 from ..documents import DocumentHit
-from ..encoder import Bm25, CrossEncoder
+from ..encoder import Bm25
 from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
-from ..records import KEY_KEY, Hit, check_text, split_payload
+from ..protocols import Reranker
+from ..records import Hit, check_text
 from ..store.base import Diversified, Fused, Nearest, PayloadSelector, ScoredRecord, SearchQuery
 from ..types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
 from .filters import engine_filter
-from .schema import SPARSE_NAME, CollectionSettings
+from .schema import CollectionSettings
 from .vectors import encode_documents, encode_queries
 
 T = TypeVar("T")
@@ -40,6 +41,8 @@ class SearchPlan:
     symmetric: bool = False
     #: The dense search's HNSW ef, exact search, quantization rescoring and oversampling (None: the engine's).
     params: models.SearchParams | None = None
+    #: The dense slot searched (None: the primary).
+    using: str | None = None
 
 
 def check_limit(limit: object) -> None:
@@ -55,9 +58,9 @@ def search_plan(
     candidates: int | None,
     limit: int,
     search_params: models.SearchParams | None = None,
+    using: str | None = None,
 ) -> SearchPlan:
-    """Check the search mode arguments (before anything is encoded or asked)."""
-    check_limit(limit)
+    """Check the search mode arguments (before anything is encoded or asked; ``limit`` is checked already)."""
     if mode not in SEARCH_MODES:
         raise InvalidArgumentError(f"mode={mode!r} must be one of {SEARCH_MODES}.")
     if fusion not in FUSIONS:
@@ -95,8 +98,16 @@ def search_plan(
             f"search_params={search_params!r} must be a qdrant_client.models.SearchParams, e.g. SearchParams("
             "quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)), or None."
         )
+    if using is not None and not isinstance(using, str):
+        raise InvalidArgumentError(f"using={using!r} must name a dense vector slot of the collection, or be None.")
     return SearchPlan(
-        mode, fusion, pair, None if diversity is None else float(diversity), candidates, params=search_params
+        mode,
+        fusion,
+        pair,
+        None if diversity is None else float(diversity),
+        candidates,
+        params=search_params,
+        using=using,
     )
 
 
@@ -111,17 +122,18 @@ def check_queries(
     """The query texts and the engine filter, checked (before anything is encoded or asked)."""
     if isinstance(queries, str) or not isinstance(queries, Sequence):
         raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
-    check_limit(limit)
+    name, _ = settings.encoder_of(plan.using)  # an unknown slot is refused here, before anything is encoded
     if score_threshold is not None and plan.mode != "dense":
         if not isinstance(score_threshold, (int, float)) or not np.isfinite(score_threshold):
             raise InvalidArgumentError(f"score_threshold={score_threshold!r} must be a finite number.")
     elif score_threshold is not None:
+        distance = settings.layout.slot(name).distance
         low, high = {"cosine": (-1.0, 1.0), "euclid": (0.0, np.inf), "manhattan": (0.0, np.inf)}.get(
-            settings.distance, (-np.inf, np.inf)
+            distance, (-np.inf, np.inf)
         )
         if not isinstance(score_threshold, (int, float)) or not low <= score_threshold <= high:
             raise InvalidArgumentError(
-                f"score_threshold={score_threshold!r} is outside the {settings.distance} score range [{low}, {high}]."
+                f"score_threshold={score_threshold!r} is outside the {distance} score range [{low}, {high}]."
             )
     texts = [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
     return texts, engine_filter(query_filter)
@@ -143,21 +155,22 @@ def engine_searches(
 ) -> list[SearchQuery]:
     """Encode query texts and build one engine search each (blocking: run off the event loop)."""
     require_sparse(settings, bm25, plan)
+    name, _ = settings.encoder_of(plan.using)
     dense: list[list[float]] = []
     if plan.mode != "sparse" or plan.diversity is not None:
         encode = encode_documents if plan.symmetric else encode_queries
-        dense = encode(settings, texts).tolist()
+        dense = encode(settings, texts, name).tolist()
+    sparse = settings.layout.sparse
     lexical = [bm25.embed_query(t) for t in texts] if bm25 is not None and plan.mode != "dense" else []
-    name = settings.vector_name
     searches: list[SearchQuery] = []
     for i in range(len(texts)):
         base: Nearest | Fused
         if plan.mode == "dense":
             base = Nearest(name, dense[i], plan.params)
         elif plan.mode == "sparse":
-            base = Nearest(SPARSE_NAME, lexical[i])
+            base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is there
         else:
-            sources = (Nearest(name, dense[i], plan.params), Nearest(SPARSE_NAME, lexical[i]))
+            sources = (Nearest(name, dense[i], plan.params), Nearest(sparse.name, lexical[i]))  # type: ignore[union-attr]
             base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
         if plan.diversity is None:
             searches.append(base)
@@ -167,12 +180,13 @@ def engine_searches(
     return searches
 
 
-def payload_selector(settings: CollectionSettings, with_payload: bool, rerank: CrossEncoder | None) -> PayloadSelector:
+def payload_selector(settings: CollectionSettings, with_payload: bool, rerank: Reranker | None) -> PayloadSelector:
     """What to fetch with hits: everything, or only the caller's id (hits always carry it), and the text when a
-    cross-encoder is to read it."""
+    re-ranker is to read it."""
+    layout = settings.layout
     if with_payload:
         return True
-    return [KEY_KEY, settings.text_field] if rerank is not None else [KEY_KEY]
+    return [layout.id_field, layout.text_field] if rerank is not None else [layout.id_field]
 
 
 def hits(settings: CollectionSettings, rows: list[ScoredRecord]) -> list[Hit]:
@@ -180,7 +194,7 @@ def hits(settings: CollectionSettings, rows: list[ScoredRecord]) -> list[Hit]:
     engines do not fix."""
     out = []
     for row in tie_ordered(rows, _point_id):
-        key, text, fields = split_payload(row.id, row.payload, settings.text_field)
+        key, text, fields = settings.layout.split(row.id, row.payload)
         out.append(Hit(key, row.score, text, fields, row.id))
     return out
 
@@ -202,13 +216,15 @@ def _score(item: Any) -> float:
 
 
 def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
-    """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank."""
+    """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank. The one
+    check of ``limit`` in a search."""
     check_limit(limit)
     if rerank is None:
         return limit
-    if not isinstance(rerank, CrossEncoder) or rerank.num_labels != 1:
+    if not isinstance(rerank, Reranker) or rerank.num_labels != 1:
         raise InvalidArgumentError(
-            f"rerank= must be a CrossEncoder with one output (a relevance score), not {rerank!r:.80}; load one "
+            f"rerank= must be a CrossEncoder with one output (a relevance score) or another Reranker "
+            f"(sbert_qdrant.protocols), not {rerank!r:.80}; load one "
             "with CrossEncoder.load(folder) or train one (sbert-qdrant train --objective cross-encoder-binary)."
         )
     if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
@@ -216,7 +232,7 @@ def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
     return max(limit, rerank_candidates)
 
 
-def _cross_scores(settings: CollectionSettings, cross: CrossEncoder, pairs: list[tuple[str, str]]) -> list[float]:
+def _cross_scores(settings: CollectionSettings, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
     """One score per pair; equal pairs are scored once, so they tie exactly on every CPU (and cost one pass)."""
     distinct = list(dict.fromkeys(pairs))
     if not distinct:
@@ -227,9 +243,9 @@ def _cross_scores(settings: CollectionSettings, cross: CrossEncoder, pairs: list
 
 
 def reranked(
-    settings: CollectionSettings, queries: list[str], found: list[list[Hit]], cross: CrossEncoder, limit: int
+    settings: CollectionSettings, queries: list[str], found: list[list[Hit]], cross: Reranker, limit: int
 ) -> list[list[Hit]]:
-    """Each query's hits re-scored by the cross-encoder, best ``limit`` first (blocking)."""
+    """Each query's hits re-scored by the re-ranker, best ``limit`` first (blocking)."""
     pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
     scores = iter(_cross_scores(settings, cross, pairs))
     out = []
@@ -240,9 +256,9 @@ def reranked(
 
 
 def reranked_documents(
-    settings: CollectionSettings, query: str, hits: list[DocumentHit], cross: CrossEncoder, limit: int, scoring: str
+    settings: CollectionSettings, query: str, hits: list[DocumentHit], cross: Reranker, limit: int, scoring: str
 ) -> list[DocumentHit]:
-    """Documents re-scored by the cross-encoder over their listed chunks, best ``limit`` first (blocking)."""
+    """Documents re-scored by the re-ranker over their listed chunks, best ``limit`` first (blocking)."""
     scores = iter(_cross_scores(settings, cross, [(query, c.text) for h in hits for c in h.chunks]))
     out = []
     for hit in hits:

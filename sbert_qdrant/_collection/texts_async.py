@@ -16,8 +16,9 @@ from qdrant_client import models
 
 from ..dedup import Calibration, best_f1_threshold
 from ..documents import is_chunk, texts_only
-from ..encoder import CrossEncoder
 from ..errors import InvalidArgumentError
+from ..layout import PointLayout
+from ..protocols import Reranker
 from ..records import (
     CheckedRecord,
     Hit,
@@ -28,11 +29,9 @@ from ..records import (
     check_ids,
     checked_batches,
     point_id,
-    split_payload,
-    text_point,
 )
 from ..store.base import PointVectors, StoredRecord
-from ..types import OnConflict
+from ..types import Fusion, OnConflict, SearchMode
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
@@ -40,7 +39,17 @@ from .filters import engine_filter
 from .pipeline_async import Step
 from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
-from .search import SearchPlan, check_queries, engine_searches, hits, payload_selector
+from .search import (
+    SearchPlan,
+    check_limit,
+    check_queries,
+    engine_searches,
+    hits,
+    payload_selector,
+    rerank_depth,
+    reranked,
+    search_plan,
+)
 from .vectors import point_vectors, show_progress
 
 
@@ -53,6 +62,7 @@ class AsyncTexts:
     async def upsert(
         self,
         texts: Iterable[Any],
+        *,
         ids: Sequence[Key] | None,
         payloads: Sequence[Mapping[str, Any] | None] | None,
         batch_size: int | None,
@@ -70,7 +80,7 @@ class AsyncTexts:
         shape = config.given_vectors(vectors_from, vectors)
         return await write(
             context,
-            checked_batches(texts, ids, payloads, batch, vectors, shape),
+            checked_batches(texts, ids, payloads, batch, vectors, shape, config.layout.reserved),
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
@@ -101,7 +111,7 @@ class AsyncTexts:
         await context.ensure(create=False)
         config = context.config
         found = await context.store.retrieve(context.name, config.vector_name, point_ids, with_vectors)
-        return _stored_texts(point_ids, found, config.text_field)
+        return _stored_texts(point_ids, found, config.layout)
 
     async def search(
         self,
@@ -110,10 +120,36 @@ class AsyncTexts:
         query_filter: models.Filter | None,
         score_threshold: float | None,
         with_payload: bool,
-        plan: SearchPlan,
-        rerank: CrossEncoder | None = None,
+        *,
+        mode: SearchMode,
+        fusion: Fusion,
+        weights: Sequence[float] | None,
+        diversity: float | None,
+        candidates: int | None,
+        rerank: Reranker | None,
+        rerank_candidates: int,
+        search_params: models.SearchParams | None,
+        using: str | None,
     ) -> list[list[Hit]]:
-        """The engine's ``limit`` best texts for each query (before any cross-encoder)."""
+        """Each query's ``limit`` best texts, re-ranked when ``rerank`` is given."""
+        depth = rerank_depth(rerank, rerank_candidates, limit)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using)
+        found = await self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
+        if rerank is None or not found:
+            return found
+        return await run_blocking(reranked, self.context.config, list(queries), found, rerank, limit)
+
+    async def _search(
+        self,
+        queries: Sequence[str],
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+        plan: SearchPlan,
+        rerank: Reranker | None = None,
+    ) -> list[list[Hit]]:
+        """The engine's ``limit`` best texts for each query (before any re-ranker)."""
         context = self.context
         config = context.config
         texts, selected = check_queries(config, queries, limit, query_filter, score_threshold, plan)
@@ -133,8 +169,9 @@ class AsyncTexts:
 
     async def find_duplicates(self, texts: list[str], threshold: float | None, limit: int) -> list[list[Hit]]:
         """Each text's stored duplicates, the record stored from the very same text left out."""
+        check_limit(limit)
         cut = await self._threshold(threshold)
-        found = await self.search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
+        found = await self._search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
         return without_self(texts, found, limit)
 
     async def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
@@ -176,7 +213,8 @@ async def _plan(
 ) -> Step:
     """The write of a batch of texts: every record's id, the points of those kept (a repeat is written once)."""
     every, keep = batch
-    return await plan_points(context, [r.id for r in every], [text_point(r) for r in keep], on_conflict, wait)
+    points = [context.config.layout.point(r) for r in keep]
+    return await plan_points(context, [r.id for r in every], points, on_conflict, wait)
 
 
 async def plan_points(
@@ -213,13 +251,13 @@ def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:
     return given if given else None
 
 
-def _stored_texts(order: list[str], found: list[StoredRecord], text_field: str) -> list[StoredText]:
+def _stored_texts(order: list[str], found: list[StoredRecord], layout: PointLayout) -> list[StoredText]:
     """The texts found, in the order asked (by point id); missing ones and documents' chunks left out."""
     by_id = {r.id: r for r in found if not is_chunk(r.payload or {})}
     out = []
     for point in dict.fromkeys(order):
         record = by_id.get(point)
         if record is not None:
-            key, text, fields = split_payload(point, record.payload, text_field)
+            key, text, fields = layout.split(point, record.payload)
             out.append(StoredText(key, text, fields, record.vector, point))
     return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..encoder import Bm25
 from ..store.base import PointVectors
-from .schema import SPARSE_NAME, CollectionSettings
+from .schema import CollectionSettings
 
 logger = logging.getLogger("sbert_qdrant.collection")
 
@@ -21,24 +21,32 @@ def show_progress(settings: CollectionSettings, show: bool | None) -> bool:
     return logger.isEnabledFor(logging.INFO) if show is None else show
 
 
-def encode_documents(settings: CollectionSettings, texts: list[str]) -> np.ndarray:
-    """Dense vectors of texts as stored (the model's document prompt, if it has one)."""
-    vectors = settings.encoder.encode_document(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
+def encode_documents(settings: CollectionSettings, texts: list[str], using: str | None = None) -> np.ndarray:
+    """Dense vectors of texts as stored in slot ``using`` (None: the primary), with its model's document prompt."""
+    _, encoder = settings.encoder_of(using)
+    vectors = encoder.encode_document(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float32)
 
 
-def encode_queries(settings: CollectionSettings, texts: list[str]) -> np.ndarray:
-    """Dense vectors of search queries (the model's query prompt, if it has one)."""
-    vectors = settings.encoder.encode_query(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
+def encode_queries(settings: CollectionSettings, texts: list[str], using: str | None = None) -> np.ndarray:
+    """Dense vectors of search queries for slot ``using`` (None: the primary), with its model's query prompt."""
+    _, encoder = settings.encoder_of(using)
+    vectors = encoder.encode_query(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float32)
 
 
 def point_vectors(
     settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
 ) -> PointVectors:
-    """Everything stored for texts: the dense vectors (encoded here unless ``given``, checked, from elsewhere) and,
-    with BM25, the term weights."""
-    dense = encode_documents(settings, texts) if given is None else np.stack(given)
-    if bm25 is None:
-        return PointVectors(settings.vector_name, dense)
-    return PointVectors(settings.vector_name, dense, SPARSE_NAME, bm25.embed_documents(texts))
+    """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
+    ``given``, checked, from elsewhere) and, with BM25, the term weights."""
+    dense = {
+        name: np.stack(given)
+        if given is not None and name == settings.vector_name
+        else encode_documents(settings, texts, name)
+        for name in settings.encoders
+    }
+    sparse = settings.layout.sparse
+    if bm25 is None or sparse is None:
+        return PointVectors(dense)
+    return PointVectors(dense, {sparse.name: bm25.embed_documents(texts)})

@@ -20,6 +20,7 @@ from .base import (
     PointVectors,
     ScoredRecord,
     SearchQuery,
+    SlotVector,
     Sparse,
     StoredRecord,
     VectorSpec,
@@ -34,10 +35,8 @@ _TO_QDRANT = {
 
 
 def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
-    """Arguments of ``create_collection`` for a spec."""
-    params = models.VectorParams(
-        size=spec.vector.size, distance=_TO_QDRANT[spec.vector.distance], on_disk=spec.on_disk or None
-    )
+    """Arguments of ``create_collection`` for a spec (a lone vector named ``""`` is the collection's unnamed one)."""
+    params = {name: _vector_params(spec, name, vector) for name, vector in spec.vectors.items()}
     quantization: models.QuantizationConfig | None = None
     if spec.quantization == "int8":
         quantization = models.ScalarQuantization(
@@ -45,12 +44,11 @@ def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
         )
     elif spec.quantization == "binary":
         quantization = models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
+    sparse = {name: models.SparseVectorParams(modifier=models.Modifier.IDF) for name in sorted(spec.sparse)}
     return {
         "collection_name": spec.name,
-        "vectors_config": params if spec.vector_name == "" else {spec.vector_name: params},
-        "sparse_vectors_config": (
-            {spec.sparse_name: models.SparseVectorParams(modifier=models.Modifier.IDF)} if spec.sparse_name else None
-        ),
+        "vectors_config": params[""] if list(params) == [""] else params,
+        "sparse_vectors_config": sparse or None,
         "hnsw_config": spec.hnsw,
         "quantization_config": quantization,
         "on_disk_payload": spec.on_disk or None,
@@ -60,12 +58,27 @@ def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
     }
 
 
+def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> models.VectorParams:
+    return models.VectorParams(
+        size=vector.size,
+        distance=_TO_QDRANT[vector.distance],
+        on_disk=spec.on_disk or None,
+        multivector_config=(
+            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if vector.multivector else None
+        ),
+        hnsw_config=models.HnswConfigDiff(m=0) if name in spec.unindexed else None,
+    )
+
+
 def existing(info: models.CollectionInfo) -> ExistingCollection:
     """A collection's dense vectors (the unnamed one under ``""``), sparse vector names and metadata."""
     vectors = info.config.params.vectors
     named = {"": vectors} if isinstance(vectors, models.VectorParams) else dict(vectors or {})
     return ExistingCollection(
-        vectors={name: VectorSpec(p.size, _distance_name(p.distance)) for name, p in named.items()},
+        vectors={
+            name: VectorSpec(p.size, _distance_name(p.distance), p.multivector_config is not None)
+            for name, p in named.items()
+        },
         sparse_vectors=frozenset(info.config.params.sparse_vectors or {}),
         metadata=dict(info.config.metadata or {}),
     )
@@ -76,12 +89,17 @@ def _distance_name(distance: models.Distance) -> str:
 
 
 def points_batch(ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload]) -> models.Batch:
-    rows: list[Any] = vectors.dense.tolist()
-    if vectors.sparse_name is None or vectors.sparse is None:
-        named: Any = {vectors.dense_name: rows} if vectors.dense_name else rows
-    else:
-        named = {vectors.dense_name: rows, vectors.sparse_name: [_sparse(v) for v in vectors.sparse]}
-    return models.Batch(ids=list(ids), vectors=named, payloads=list(payloads))
+    """The points as one batch: each slot's vectors by name (the unnamed vector's as a plain list)."""
+    rows = vectors.rows()
+    names = list(rows[0]) if rows else []
+    columns: Any = {name: [_slot_value(row[name]) for row in rows] for name in names}
+    if names == [""]:
+        columns = columns[""]
+    return models.Batch(ids=list(ids), vectors=columns, payloads=list(payloads))
+
+
+def _slot_value(value: SlotVector) -> Any:
+    return _sparse(value) if isinstance(value, tuple) else value
 
 
 def query_requests(
@@ -140,8 +158,7 @@ def check_local_mode(queries: Sequence[SearchQuery]) -> None:
 def _stage(query: SearchQuery, query_filter: models.Filter | None) -> dict[str, Any]:
     """``query``/``using``/``prefetch`` arguments for one node of a search tree (the filter at every stage)."""
     if isinstance(query, Nearest):
-        vector = _sparse(query.vector) if isinstance(query.vector, tuple) else query.vector
-        return {"query": vector, "using": query.using or None, "params": query.params}
+        return {"query": _slot_value(query.vector), "using": query.using or None, "params": query.params}
     if isinstance(query, Fused):
         fusion: Any = (
             models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights) if query.weights else None))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,20 +21,25 @@ Sparse = tuple[list[int], list[float]]
 
 @dataclass(frozen=True)
 class VectorSpec:
-    """One dense vector of a collection: its size and distance."""
+    """One named dense vector of a collection: its size and distance; ``multivector``: many per point (e.g. a
+    text's token vectors), compared by MaxSim."""
 
     size: int
     distance: str  # one of DISTANCES for collections we create; as the engine reports it otherwise
+    multivector: bool = False
 
 
 @dataclass(frozen=True)
 class CollectionSpec:
-    """What to create: one named dense vector, an optional sparse one (IDF modifier), index, storage, cluster."""
+    """What to create: named dense (and multi-) vectors, named sparse ones (IDF modifier), index, storage, cluster.
+
+    ``unindexed``: vectors given no HNSW graph (a multivector that only re-scores candidates).
+    """
 
     name: str
-    vector_name: str
-    vector: VectorSpec
-    sparse_name: str | None = None
+    vectors: dict[str, VectorSpec]
+    sparse: frozenset[str] = frozenset()
+    unindexed: frozenset[str] = frozenset()
     on_disk: bool = False
     hnsw: models.HnswConfigDiff | None = None
     quantization: Quantization | None = None
@@ -44,29 +50,44 @@ class CollectionSpec:
 
 @dataclass(frozen=True)
 class ExistingCollection:
-    """What an engine reports of a collection: its dense vectors by name, its sparse vector names, its metadata."""
+    """What an engine reports of a collection: its dense (and multi-) vectors by name, its sparse vector names,
+    its metadata."""
 
     vectors: dict[str, VectorSpec]
     sparse_vectors: frozenset[str] = frozenset()
     metadata: Payload = field(default_factory=dict)
 
 
+#: One point's vector in one slot: dense, sparse, or a multivector (a list of dense vectors).
+SlotVector = list[float] | Sparse | list[list[float]]
+
+
 @dataclass(frozen=True)
 class PointVectors:
-    """The vectors of a batch of points: a dense matrix (one row per point) and optional sparse ones."""
+    """The vectors of a batch of points, by slot name: a matrix per dense slot (one row per point), term weights
+    per sparse slot, and per multivector slot one (vectors, size) matrix per point."""
 
-    dense_name: str
-    dense: np.ndarray
-    sparse_name: str | None = None
-    sparse: list[Sparse] | None = None
+    dense: Mapping[str, np.ndarray] = field(default_factory=dict)
+    sparse: Mapping[str, list[Sparse]] = field(default_factory=dict)
+    multi: Mapping[str, list[np.ndarray]] = field(default_factory=dict)
+
+    def rows(self) -> list[dict[str, SlotVector]]:
+        """Each point's vectors by slot name, as plain lists (sparse ones as (indices, values))."""
+        columns: dict[str, list[Any]] = {name: matrix.tolist() for name, matrix in self.dense.items()}
+        columns |= {name: list(values) for name, values in self.sparse.items()}
+        columns |= {name: [m.tolist() for m in matrices] for name, matrices in self.multi.items()}
+        counts = {len(values) for values in columns.values()}
+        if len(counts) > 1:
+            raise ValueError(f"slots hold vectors of different numbers of points: {sorted(counts)}")
+        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 @dataclass(frozen=True)
 class Nearest:
-    """The points nearest to one vector (dense or sparse) under the named vector."""
+    """The points nearest to one vector under the named vector: dense, sparse, or a multivector (MaxSim)."""
 
     using: str
-    vector: list[float] | Sparse
+    vector: SlotVector
     #: HNSW ef, exact search, quantization rescoring and oversampling of a dense search (None: the engine's).
     params: models.SearchParams | None = None
 

@@ -65,7 +65,7 @@ class AsyncClientStore:
         except StoreError:
             # A retried create whose first attempt landed answers "already exists": that is success.
             found = await self.describe(spec.name)
-            if found is None or found.vectors != {spec.vector_name: spec.vector}:
+            if found is None or found.vectors != spec.vectors:
                 raise
 
     async def drop(self, name: str) -> None:

@@ -66,7 +66,7 @@ class ClientStore:
         except StoreError:
             # A retried create whose first attempt landed answers "already exists": that is success.
             found = self.describe(spec.name)
-            if found is None or found.vectors != {spec.vector_name: spec.vector}:
+            if found is None or found.vectors != spec.vectors:
                 raise
 
     def drop(self, name: str) -> None:

@@ -28,6 +28,7 @@ from .base import (
     PointVectors,
     ScoredRecord,
     SearchQuery,
+    SlotVector,
     StoredRecord,
     VectorSpec,
 )
@@ -108,9 +109,8 @@ class EdgeStore:
         if not config_file.is_file():
             return None
         config = json.loads(config_file.read_text(encoding="utf-8"))
-        vectors = config.get("vectors", {})
         return ExistingCollection(
-            vectors={key: VectorSpec(int(v["size"]), str(v["distance"]).lower()) for key, v in vectors.items()},
+            vectors={key: _vector_spec(v) for key, v in config.get("vectors", {}).items()},
             sparse_vectors=frozenset(config.get("sparse_vectors") or {}),
             metadata=self.metadata(name),
         )
@@ -126,15 +126,9 @@ class EdgeStore:
             quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
         elif spec.quantization == "binary":
             quantization = qe.BinaryQuantizationConfig(always_ram=True)
-        params = qe.EdgeVectorParams(
-            size=spec.vector.size,
-            distance=_DISTANCES[spec.vector.distance],
-            memory=qe.Memory.Cold if spec.on_disk else None,
-        )
-        sparse = {spec.sparse_name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if spec.sparse_name else None
         config = qe.EdgeConfig(
-            vectors={spec.vector_name: params},
-            sparse_vectors=sparse,
+            vectors={name: _vector_params(spec, name, vector) for name, vector in spec.vectors.items()},
+            sparse_vectors={name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf) for name in spec.sparse} or None,
             hnsw_config=hnsw,
             quantization_config=quantization,
         )
@@ -168,10 +162,7 @@ class EdgeStore:
     def upsert(
         self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None:
-        rows: list[Any] = [{vectors.dense_name: row} for row in vectors.dense.tolist()]
-        if vectors.sparse_name is not None and vectors.sparse is not None:
-            for row, sparse in zip(rows, vectors.sparse, strict=True):
-                row[vectors.sparse_name] = qe.SparseVector(*sparse)
+        rows = [{slot: _edge_vector(value) for slot, value in row.items()} for row in vectors.rows()]
         points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
         opened = self._shard(name)
         with opened.write_lock:
@@ -304,8 +295,10 @@ class EdgeStore:
 def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
     """``query``/``prefetches`` arguments for one node of a search tree (the filter at every stage)."""
     if isinstance(query, Nearest):
-        vector = qe.SparseVector(*query.vector) if isinstance(query.vector, tuple) else query.vector
-        return {"query": qe.Query.Nearest(vector, using=query.using), "params": _params(query.params)}
+        return {
+            "query": qe.Query.Nearest(_edge_vector(query.vector), using=query.using),
+            "params": _params(query.params),
+        }
     if isinstance(query, Fused):
         weights = list(query.weights) if query.weights else None
         fusion = qe.Fusion.Rrf(k=query.rrf_k, weights=weights) if query.fusion == "rrf" else qe.Fusion.Dbsf()
@@ -314,6 +307,28 @@ def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
     mmr = qe.Mmr(query.vector, 1.0 - query.diversity, query.candidates, using=query.using)
     sources = [] if query.source is None else [_prefetch(query.source, query.candidates, edge_filter)]
     return {"query": mmr, "prefetches": sources, "params": _params(query.params)}
+
+
+def _edge_vector(value: SlotVector) -> Any:
+    return qe.SparseVector(*value) if isinstance(value, tuple) else value
+
+
+def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.EdgeVectorParams:
+    return qe.EdgeVectorParams(
+        size=vector.size,
+        distance=_DISTANCES[vector.distance],
+        memory=qe.Memory.Cold if spec.on_disk else None,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if vector.multivector else None,
+        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
+        if name in spec.unindexed
+        else None,
+    )
+
+
+def _vector_spec(config: Mapping[str, Any]) -> VectorSpec:
+    """A vector's spec from the shard's config file."""
+    multi = config.get("multivector_config") or config.get("multivector")
+    return VectorSpec(int(config["size"]), str(config["distance"]).lower(), multi is not None)
 
 
 def _params(params: models.SearchParams | None) -> qe.SearchParams | None:

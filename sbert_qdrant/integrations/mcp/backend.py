@@ -20,7 +20,8 @@ from ...errors import (
     InvalidInputError,
     StoreInUseError,
 )
-from ...records import KEY_KEY, TEXT_KEY, Key, check_payload, check_writable, point_id, text_id
+from ...layout import PointLayout
+from ...records import KEY_KEY, TEXT_KEY, Key, check_payload, point_id, text_id
 from .anchor import ANCHOR_METADATA_FIELD, ANCHOR_TEXT_FIELD, Layout, anchor_vector_name
 from .settings import McpSettings
 
@@ -205,7 +206,7 @@ class Backend:
                 self._collections[name], self._stores[name], self._layouts[name] = opened, store, layout
         layout = self._layouts[name]
         if write and not layout.anchor:
-            check_writable(name, layout.text_field)
+            PointLayout.foreign(layout.vector_name, layout.text_field).check_writable(name)
         return opened, layout
 
     async def _layout(self, name: str, store: AsyncVectorStore) -> Layout:
@@ -256,7 +257,7 @@ class Backend:
                 break
         encoder: TextEncoder = await self._encoder.get()
         vectors = await asyncio.to_thread(encoder.encode_document, [text])
-        dense = PointVectors(layout.vector_name, np.asarray(vectors, dtype=np.float32))
+        dense = PointVectors({layout.vector_name: np.asarray(vectors, dtype=np.float32)})
         await store.upsert(name, [point_id(target)], dense, [payload], True)
         return target
 
