@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PartialWriteError
 
 TEXT_KEY = "text"
 KEY_KEY = "key"
@@ -143,6 +143,50 @@ class UpsertResult(list[Key]):
         self.written = written
         #: Records left alone: already stored (``on_conflict="skip"``; a document unchanged), or repeated.
         self.skipped = skipped
+
+
+class WriteLedger:
+    """Which records of a write are stored: every record's id in input order and those stored (written now, or
+    found stored before), by point id, so that ``"7"`` and ``7`` stay apart. The one ledger of the collection's
+    pipelined write and of both Ray write paths; an id that is not an id (a bad row's) is left out."""
+
+    def __init__(self) -> None:
+        self._order: dict[str, Key] = {}
+        self._stored: set[str] = set()
+
+    def add(self, keys: Iterable[object]) -> None:
+        """Records of the write, in input order (a repeat keeps its first place)."""
+        for key in keys:
+            mark = _mark(key)
+            if mark is not None:
+                self._order.setdefault(mark, key)  # type: ignore[arg-type]
+
+    def stored(self, keys: Iterable[object]) -> None:
+        """Records now stored (their write landed, or they were stored before)."""
+        self._stored.update(mark for key in keys if (mark := _mark(key)) is not None)
+
+    @property
+    def any_stored(self) -> bool:
+        return bool(self._stored)
+
+    @property
+    def stored_count(self) -> int:
+        return sum(mark in self._stored for mark in self._order)
+
+    def error(self, message: str) -> PartialWriteError:
+        """The write's ``PartialWriteError``: the stored ids and the others, each in input order."""
+        return PartialWriteError(
+            message,
+            written_ids=[key for mark, key in self._order.items() if mark in self._stored],
+            unwritten_ids=[key for mark, key in self._order.items() if mark not in self._stored],
+        )
+
+
+def _mark(key: object) -> str | None:
+    try:
+        return point_id(key)  # type: ignore[arg-type]
+    except InvalidInputError:
+        return None
 
 
 def check_text(text: object, where: str, fix: str = "drop it before upserting") -> str:

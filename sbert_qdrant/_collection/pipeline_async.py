@@ -13,8 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from tqdm.auto import tqdm
 
-from ..errors import PartialWriteError
-from ..records import Key, UpsertResult
+from ..records import Key, UpsertResult, WriteLedger
 from ..store.base import PointVectors
 from .runtime_async import Writer, run_blocking
 
@@ -52,8 +51,7 @@ class Pipeline(Generic[B]):
         if first is None:
             return result
         await self.ensure()
-        seen: list[Key] = []
-        stored: set[Any] = set()
+        ledger = WriteLedger()
         async with Writer() as writer:
             pending: tuple[Any, list[Key]] | None = None
             with tqdm(desc="Upserting", unit=self.unit, disable=not self.show_progress) as bar:
@@ -61,47 +59,38 @@ class Pipeline(Generic[B]):
                     for batch in itertools.chain([first], batches):
                         step = await self.plan(batch)
                         result.extend(step.ids)
-                        seen.extend(step.ids)
+                        ledger.add(step.ids)
                         vectors = await run_blocking(step.encode) if step.writes else None
                         if pending is not None:
                             await writer.wait(pending[0])
-                            _landed(pending[1], result, stored)
+                            _landed(pending[1], result, ledger)
                             pending = None
                         if step.write is not None:
                             pending = (writer.start(step.write, vectors), step.writes)
-                        stored.update(_marks(step.stored))
+                        ledger.stored(step.stored)
                         result.skipped += len(step.ids) - len(step.writes)
                         bar.update(len(step.ids))
                     if pending is not None:
                         await writer.wait(pending[0])
-                        _landed(pending[1], result, stored)
+                        _landed(pending[1], result, ledger)
                 except Exception as exc:
                     if pending is not None and await writer.settle(pending[0]):
-                        stored.update(_marks(pending[1]))  # the write in flight landed
-                    raise _partial_write_error(self.collection_name, exc, seen, stored) from exc
+                        ledger.stored(pending[1])  # the write in flight landed
+                    raise _partial_write_error(self.collection_name, exc, ledger) from exc
         return result
 
 
-def _marks(keys: Iterable[Key]) -> list[tuple[str, Key]]:
-    """Ids as set members that keep ``"7"`` and ``7`` apart."""
-    return [(type(key).__name__, key) for key in keys]
-
-
-def _landed(keys: list[Key], result: UpsertResult, stored: set[Any]) -> None:
+def _landed(keys: list[Key], result: UpsertResult, ledger: WriteLedger) -> None:
     result.written += len(keys)
-    stored.update(_marks(keys))
+    ledger.stored(keys)
 
 
-def _partial_write_error(name: str, exc: Exception, seen: list[Key], stored: set[Any]) -> Exception:
+def _partial_write_error(name: str, exc: Exception, ledger: WriteLedger) -> Exception:
     """The error to raise when a write stops: the cause itself if nothing was stored yet."""
-    if not stored:
+    if not ledger.any_stored:
         return exc
-    unique = list(dict(zip(_marks(seen), seen, strict=True)).items())
-    written = [key for mark, key in unique if mark in stored]
-    return PartialWriteError(
-        f"upsert into {name!r} stopped after storing {len(written)} records ({type(exc).__name__}: {exc}). "
-        "Re-run the same upsert: ids are deterministic, so stored records are overwritten (or skipped with "
-        "on_conflict='skip'), never duplicated.",
-        written_ids=written,
-        unwritten_ids=[key for mark, key in unique if mark not in stored],
+    return ledger.error(
+        f"upsert into {name!r} stopped after storing {ledger.stored_count} records ({type(exc).__name__}: "
+        f"{exc}). Re-run the same upsert: ids are deterministic, so stored records are overwritten (or skipped with "
+        "on_conflict='skip'), never duplicated."
     )

@@ -3,7 +3,6 @@ static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
 
 from __future__ import annotations
 
-from ..protocols import DocumentEncoder, TextEncoder
 from ..types import PRECISIONS, Precision
 from .configured import EncoderChoice, encoder_choice, load_encoder
 from .cross_encoder import CrossEncoder, RankedText
@@ -22,14 +21,12 @@ __all__ = [
     "Bm25",
     "CrossEncoder",
     "Dense",
-    "DocumentEncoder",
     "EncoderChoice",
     "Normalize",
     "Pooling",
     "Precision",
     "RankedText",
     "SentenceEncoder",
-    "TextEncoder",
     "Transformer",
     "WeightedLayerPooling",
     "encoder_choice",

@@ -18,7 +18,7 @@ from ray.data.datasource.datasink import WriteResult
 from ...collection import TextCollection
 from ...errors import InvalidInputError, PartialWriteError, SbertQdrantError
 from ...protocols import TextEncoder
-from ...records import Key, UpsertResult
+from ...records import Key, UpsertResult, WriteLedger
 from ...settings import Settings
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
@@ -181,14 +181,15 @@ class QdrantDatasink(Datasink[_Part]):
                 record(stop.bad_row, 0, number, self.columns, stop.identity)
             except InvalidInputError as exc:
                 cause = exc
-        written = [key for key, stored in zip(keys, done, strict=True) if stored and key is not None]
-        if not written:
+        ledger = WriteLedger()
+        ledger.add(keys)
+        written = [key for key, stored in zip(keys, done, strict=True) if stored]
+        ledger.stored(written)
+        if not ledger.any_stored:
             return cause
-        error = PartialWriteError(
+        error = ledger.error(
             f"upsert into {name!r} stopped at row {number} after storing {len(written)} records "
-            f"({type(cause).__name__}: {cause}). Re-run with on_conflict='skip' to write the rest.",
-            written_ids=written,
-            unwritten_ids=[key for key, stored in zip(keys, done, strict=True) if not stored and key is not None],
+            f"({type(cause).__name__}: {cause}). Re-run with on_conflict='skip' to write the rest."
         )
         error.__cause__ = cause
         return error

@@ -11,10 +11,9 @@ import ray.data
 from tqdm.auto import tqdm
 
 from ...errors import PartialWriteError, SbertQdrantError
-from ...records import Key, UpsertResult
+from ...records import Key, UpsertResult, WriteLedger
 from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns
 from ._rows import encoded_row
-from ._stored import stored_mark
 
 #: Rows read at a time when only their ids are wanted.
 KEYS_BATCH = 1024
@@ -94,14 +93,10 @@ class Stream:
     def _complete(self, exc: PartialWriteError) -> PartialWriteError:
         """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
         written ones, the rows never read (the run stopped first) among the unwritten ones."""
-        stored = [key for key in self._stored if key is not None]
-        done = {stored_mark(key) for key in [*exc.written_ids, *stored]}
-        rows = {mark: key for key in keys(self._source, self._columns) if (mark := stored_mark(key)) is not None}
-        return PartialWriteError(
-            str(exc),
-            written_ids=[key for mark, key in rows.items() if mark in done],
-            unwritten_ids=[key for mark, key in rows.items() if mark not in done],
-        )
+        ledger = WriteLedger()
+        ledger.add(keys(self._source, self._columns))
+        ledger.stored([*exc.written_ids, *(key for key in self._stored if key is not None)])
+        return ledger.error(str(exc))
 
     def result(self, written: UpsertResult) -> UpsertResult:
         """The collection's result with the rows stored before the run put back in their places, as skipped."""
