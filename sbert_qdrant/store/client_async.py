@@ -26,15 +26,17 @@ from .base import (
     StoredRecord,
 )
 from .grouping import first_fetch, group_rows
+from .protocol_async import AsyncVectorStore
 from .retry import RetryPolicy
 
 
-class AsyncClientStore:
+class AsyncClientStore(AsyncVectorStore):
     """Every call goes through one retry policy (transient faults only; local mode never has them).
 
     close_client: whether ``close()`` closes the client (False for a client the caller owns).
     """
 
+    engine = "qdrant-client"
     upsert_batch = 1024  # ~4 MB of JSON for 384-dim vectors, well under a server's 32 MB request limit
 
     def __init__(

@@ -17,7 +17,7 @@ import numpy as np
 import qdrant_edge as qe
 from qdrant_client import models
 
-from ..errors import InvalidArgumentError, StoreError, StoreInUseError, UnsupportedError
+from ..errors import InvalidArgumentError, StoreError, StoreInUseError
 from .base import (
     CollectionSpec,
     ExistingCollection,
@@ -34,6 +34,7 @@ from .base import (
 )
 from .edge_filters import to_edge_filter
 from .grouping import first_fetch, group_rows
+from .protocol_sync import VectorStore
 
 _DISTANCES = {
     "cosine": qe.Distance.Cosine,
@@ -65,9 +66,11 @@ def _engine_call(what: str, fn: Any, *args: Any) -> Any:
         raise StoreError(f"{what} failed in Qdrant Edge: {exc}") from exc
 
 
-class EdgeStore:
-    """Collections as Qdrant Edge shards under one folder."""
+class EdgeStore(VectorStore):
+    """Collections as Qdrant Edge shards under one folder (no aliases; it indexes when ``optimize`` asks, never in
+    the background: the protocol's defaults say so)."""
 
+    engine = "Qdrant Edge"
     upsert_batch = 4096  # in-process: no request to bound; 4,096 texts encode ~8 % faster than 1,024
 
     def __init__(self, location: str | os.PathLike[str]) -> None:
@@ -263,17 +266,6 @@ class EdgeStore:
         opened = self._shard(name)
         with opened.write_lock:
             _engine_call(f"optimize of {name!r}", opened.shard.optimize)
-
-    def indexing_threshold(self, name: str) -> int | None:
-        return None  # Qdrant Edge builds its index when optimize() asks, never in the background
-
-    def set_indexing_threshold(self, name: str, threshold: int) -> None:
-        raise UnsupportedError("Qdrant Edge has no background indexing to pause; it indexes on optimize().")
-
-    def set_alias(self, alias: str, name: str) -> None:
-        raise UnsupportedError(
-            f"Qdrant Edge has no collection aliases ({alias!r} -> {name!r}); open the collection by its own name."
-        )
 
     def _release(self, name: str) -> None:
         opened = self._mine.pop(name, None)

@@ -1,5 +1,8 @@
 """The store protocol: what a text collection needs from a Qdrant engine, in vectors and payloads only.
 
+An engine subclasses the protocol explicitly: the optional capabilities (aliases, background indexing) then default
+to a clear ``UnsupportedError`` naming the engine (``engine``), and an engine that has them overrides them.
+
 Written once, for asyncio (``AsyncVectorStore``); ``tools/unasync.py`` derives ``protocol_sync.py`` (``VectorStore``).
 """
 
@@ -10,6 +13,7 @@ from typing import Any, Protocol
 
 from qdrant_client import models
 
+from ..errors import UnsupportedError
 from .base import (
     CollectionSpec,
     ExistingCollection,
@@ -28,6 +32,8 @@ class AsyncVectorStore(Protocol):
     #: Texts per ``upsert_texts`` batch when the caller gives none: the encoder sorts each batch by length, so a
     #: wider window pads less; a remote engine also bounds the request size.
     upsert_batch: int
+    #: The engine's name in messages ("Qdrant Edge", "qdrant-client").
+    engine: str
 
     async def describe(self, name: str) -> ExistingCollection | None:
         """An existing collection's vectors and metadata, or None when it does not exist."""
@@ -92,13 +98,18 @@ class AsyncVectorStore(Protocol):
         """Make the collection fast to search (Edge: build HNSW; a server: wait until it is green)."""
 
     async def indexing_threshold(self, name: str) -> int | None:
-        """Size (KB of vectors) from which the engine indexes a segment in the background; None for an engine that
-        indexes only when asked (Qdrant Edge) or never (local mode)."""
+        """Size (KB of vectors) from which the engine indexes a segment in the background; None (the default) for
+        an engine that indexes only when asked (Qdrant Edge) or never (local mode)."""
+        return None
 
     async def set_indexing_threshold(self, name: str, threshold: int) -> None:
         """Set it (0: no background indexing, for a bulk load)."""
+        raise UnsupportedError(f"{self.engine} has no background indexing to pause; it indexes on optimize().")
 
     async def set_alias(self, alias: str, name: str) -> None:
         """Make ``alias`` name the collection ``name`` (moved atomically from another collection it named)."""
+        raise UnsupportedError(
+            f"{self.engine} has no collection aliases ({alias!r} -> {name!r}); open the collection by its own name."
+        )
 
     async def close(self) -> None: ...

@@ -19,6 +19,7 @@ class ThreadedStore:
     def __init__(self, store: VectorStore) -> None:
         self.store = store
         self.upsert_batch = store.upsert_batch
+        self.engine = store.engine
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self.store, name)
