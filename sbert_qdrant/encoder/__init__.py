@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..protocols import DocumentEncoder, TextEncoder
 from ..types import PRECISIONS, Precision
-from .configured import EncoderChoice, encoder_choice, load_encoder
+from .configured import EncoderSpec, LoadOptions, load_encoder
 from .cross_encoder import CrossEncoder, RankedText
 from .encoder import SentenceEncoder
 from .layers import Dense, Normalize
@@ -23,7 +23,8 @@ __all__ = [
     "CrossEncoder",
     "Dense",
     "DocumentEncoder",
-    "EncoderChoice",
+    "EncoderSpec",
+    "LoadOptions",
     "Normalize",
     "Pooling",
     "Precision",
@@ -32,7 +33,6 @@ __all__ = [
     "TextEncoder",
     "Transformer",
     "WeightedLayerPooling",
-    "encoder_choice",
     "load_encoder",
     "resolve_model_folder",
 ]
