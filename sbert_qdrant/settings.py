@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     model: str | None = None
     device: str | None = None
     precision: Precision = "auto"
+    truncate_dim: int | None = Field(
+        default=None, description="the default encoder's vectors cut to their first N values (Matryoshka models)"
+    )
     timeout: float = Field(default=30.0, gt=0, description="seconds per request to a Qdrant server")
     retry_attempts: int = Field(default=6, ge=1)
     retry_max_seconds: float = Field(default=60.0, gt=0)

@@ -95,3 +95,38 @@ def test_demo_finds_its_sample_from_any_directory(tmp_path: Path, monkeypatch, c
     assert "the demo's Quora sample was not found" in err and "pass --data PATH" in err
     assert main(["demo", "--data", "missing.jsonl"]) == 2
     assert "missing.jsonl does not exist" in capsys.readouterr().err
+
+
+def test_help_imports_no_torch_or_transformers() -> None:
+    """``--help``, every verb's ``--help`` and ``--version`` answer without torch or transformers (nor qdrant-client,
+    which the verbs need only once they run): a command line that starts at once."""
+    code = """
+import sys
+from sbert_qdrant.cli import main
+verbs = ["encode", "index", "search", "dedup", "demo", "train", "mine-negatives", "evaluate", "build-kernels", "mcp"]
+for argv in [["--help"], ["--version"], *([verb, "--help"] for verb in verbs)]:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        assert exc.code == 0, (argv, exc.code)
+print(sorted({name.partition(".")[0] for name in sys.modules} & {"torch", "transformers", "qdrant_client"}))
+"""
+    result = run_child([sys.executable, "-c", code])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+
+
+def test_encode_truncate_dim_cuts_the_vectors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sbert_qdrant import testing
+
+    testing.tiny_encoder().save(tmp_path / "tiny")
+    (tmp_path / "texts.txt").write_text("\n".join(TEXTS), encoding="utf-8")
+    monkeypatch.setenv("SBERT_QDRANT_TRUNCATE_DIM", "16")
+    argv = ["encode", str(tmp_path / "texts.txt"), "--model", str(tmp_path / "tiny"), "--no-progress", "-o"]
+    assert main([*argv, str(tmp_path / "env.npy")]) == 0
+    assert main([*argv, str(tmp_path / "flag.npy"), "--truncate-dim", "8"]) == 0  # the flag wins over the setting
+    assert np.load(tmp_path / "env.npy").shape == (3, 16)
+    vectors = np.load(tmp_path / "flag.npy")
+    assert vectors.shape == (3, 8)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert main([*argv, str(tmp_path / "bad.npy"), "--truncate-dim", "0"]) == 2  # one clear line, no traceback

@@ -21,6 +21,7 @@ from qdrant_client import QdrantClient
 from sbert_qdrant import (
     CollectionMismatchError,
     DataFormatError,
+    EncoderSpec,
     InvalidArgumentError,
     InvalidInputError,
     PartialWriteError,
@@ -233,11 +234,12 @@ def test_arguments_are_checked_before_any_work(local_ray: None, tmp_path: Path, 
 def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
     monkeypatch: pytest.MonkeyPatch, model_dir: Path
 ) -> None:
-    """SBERT_QDRANT_MODEL / _DEVICE / _PRECISION reach the actors as they reach a collection opened without an
-    encoder: the same model, device and precision (the actor is built here, from the arguments the driver sends)."""
+    """SBERT_QDRANT_MODEL / _DEVICE / _PRECISION / _TRUNCATE_DIM reach the actors as they reach a collection opened
+    without an encoder: one EncoderSpec, read in the driver (the actor is built here, from what the driver sends)."""
     monkeypatch.setenv("SBERT_QDRANT_MODEL", str(model_dir))
     monkeypatch.setenv("SBERT_QDRANT_DEVICE", "cpu")
     monkeypatch.setenv("SBERT_QDRANT_PRECISION", "fp32")  # not the default ("auto"): proves the setting is read
+    monkeypatch.setenv("SBERT_QDRANT_TRUNCATE_DIM", "16")
     loads: list[dict[str, Any]] = []
     load = SentenceEncoder.load
 
@@ -248,11 +250,11 @@ def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
     monkeypatch.setattr(SentenceEncoder, "load", recorded)
     with TextCollection("settings", client=QdrantClient(":memory:")) as coll:
         assert coll.encoder.precision == "fp32"
-    options = actor_options(sbert_ray.Columns(), None, None, None, None)
+    options = actor_options(sbert_ray.Columns(), None, EncoderSpec.of())
     actor = sbert_ray.EncodeTexts(**pickle.loads(pickle.dumps(options)))  # as Ray ships them to the actors
-    assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32"}] * 2
+    assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32", "truncate_dim": 16}] * 2
+    assert actor.encoder.dimension == 16
     assert actor.identity == coll.encoder.identity
-    assert actor_options(sbert_ray.Columns(), None, None, None, "bf16")["precision"] == "bf16"  # overrides win
 
 
 def test_vectors_of_another_model_are_refused_by_name(
@@ -394,7 +396,7 @@ def write_from_workers(
         stored = find_stored(dataset, coll, columns, "skip", documents=documents)
     encoded = dataset.map_batches(
         sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
-        fn_constructor_kwargs=actor_options(columns, stored, model_dir, None, "fp32", **chunking),
+        fn_constructor_kwargs=actor_options(columns, stored, EncoderSpec(str(model_dir), precision="fp32"), **chunking),
         compute=ray.data.ActorPoolStrategy(size=1),
         batch_size=8 if not documents else 2,
         batch_format="numpy",
@@ -473,7 +475,7 @@ def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(model_dir), precision="fp32")))
     items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
     qids = [r["qid"] for r in items]
 
@@ -527,7 +529,7 @@ def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, model_dir, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(model_dir), precision="fp32")))
     items = [*rows[:20], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[21:24]]
 
     def block(part: list[dict[str, Any]]) -> Any:
@@ -577,7 +579,7 @@ def test_the_workers_collection_is_created_by_the_driver_and_another_model_write
     other = tmp_path / "other-bert"
     testing.tiny_encoder(seed=1).save(other)
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, other, None, "fp32"))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(other), precision="fp32")))
     block = BlockAccessor.batch_to_block(actor({k: np.array([r[k] for r in rows[:8]]) for k in ("qid", "text")}))
     open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
     with open_collection() as coll:

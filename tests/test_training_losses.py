@@ -96,6 +96,16 @@ def test_trainable_pooling_and_dense_train_with_the_transformer() -> None:
         assert not torch.equal(old, new.detach())
 
 
+def test_softmax_trains_and_predicts_on_the_uncut_vectors_of_a_cut_encoder(tiny_encoder: SentenceEncoder) -> None:
+    """Training runs the model whole: a ``truncate_dim`` cut is for the vectors ``encode`` returns, not the head's."""
+    tiny_encoder.truncate_dim = 8
+    loss = SoftmaxLoss(tiny_encoder)
+    config = TrainingConfig(max_steps=1, batch_size=8, learning_rate=1e-3, precision="fp32")
+    Trainer(tiny_encoder, [(loss, NLI)], config).fit()
+    assert loss.predict_proba(["a cat"], ["a dog"]).shape == (1, len(loss.labels))
+    assert tiny_encoder.encode(["a cat"]).shape == (1, 8)
+
+
 def test_softmax_head_round_trip_and_predictions(tiny_encoder: SentenceEncoder, tmp_path: Path) -> None:
     loss = SoftmaxLoss(tiny_encoder, concat_product=True)
     config = TrainingConfig(max_steps=2, batch_size=8, learning_rate=1e-3, precision="fp32")

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from .. import __version__
 from ..errors import SbertQdrantError
 
+#: The command groups. Each imports at its top only what its parser needs (no torch, transformers, qdrant-client or
+#: pydantic), the rest when a command runs, so that --help and every command's --help answer at once.
 _COMMAND_GROUPS = ("encode", "collections", "demo", "training", "kernels", "mcp")
-#: Verbs whose group is the only one imported when they are run: an agent's MCP client times out on a server that
-#: first loads torch for the other commands' options.
+#: Verbs whose group is the only one built when they are run, and only listed (``add_summary``) otherwise: an agent's
+#: MCP client times out on a server that first loads the other commands; the others need not load the server's.
 _ALONE = {"mcp": "mcp"}
 
 
@@ -26,7 +28,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     verb = next((arg for arg in argv if not arg.startswith("-")), None)
     groups = [_ALONE[verb]] if verb in _ALONE else _COMMAND_GROUPS
     for group in groups:
-        importlib.import_module(f".{group}", __name__).add_commands(commands)
+        module = importlib.import_module(f".{group}", __name__)
+        if group in _ALONE.values() and verb not in _ALONE:
+            module.add_summary(commands)  # listed, not run
+        else:
+            module.add_commands(commands)
     return parser
 
 

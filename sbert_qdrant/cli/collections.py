@@ -7,22 +7,25 @@ SBERT_QDRANT_LOCATION. The API key is read from QDRANT_API_KEY only, never from 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from qdrant_client import models
-
-from ..collection import TextCollection
-from ..encoder import CrossEncoder, load_encoder
 from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError, PartialWriteError
 from ..files import read_rows
-from ..records import TextRecord, UpsertResult
-from ..settings import Settings
-from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, PRECISIONS, SEARCH_MODES
+from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SEARCH_MODES
+from ._load import add_load_options, encoder_spec
+
+if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no torch, transformers or qdrant-client
+    from qdrant_client import models
+
+    from ..collection import TextCollection
+    from ..encoder import CrossEncoder
+    from ..records import TextRecord, UpsertResult
 
 
 def read_records(
@@ -44,6 +47,8 @@ def _records(
     id_field: str | None,
     payload_fields: Sequence[str] | None,
 ) -> Iterator[TextRecord]:
+    from ..records import TextRecord
+
     for number, row in rows:
         text = row.get(text_field)
         if not isinstance(text, str) or not text.strip():
@@ -67,8 +72,11 @@ def _records(
 
 def open_collection(args: argparse.Namespace) -> TextCollection:
     """The collection the command names; ``--no-sparse`` (index) creates a new one without the BM25 vector."""
+    from ..collection import TextCollection
+    from ..settings import Settings
+
     settings = Settings()
-    encoder = load_encoder(settings, model=args.model, device=args.device, precision=args.precision)
+    encoder = encoder_spec(args, settings).load()
     return TextCollection(
         args.collection or settings.collection,
         encoder,
@@ -137,14 +145,12 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
         "text_column": args.text_field,
         "id_column": args.id_field,
         "payload_columns": fields,
-        "model": args.model,
         "actors": args.actors,
         "cpus_per_actor": args.cpus_per_actor,
         "gpus_per_actor": args.gpus_per_actor,
-        "device": args.device,
-        "precision": args.precision,
         "on_conflict": args.on_conflict,
         "show_progress_bar": args.progress,
+        **dataclasses.asdict(encoder_spec(args)),  # the load options, read here as every actor will load them
     }
     if args.batch_size is not None:
         options["batch_size"] = args.batch_size
@@ -157,6 +163,8 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
 
 
 def _filter(pairs: Sequence[str]) -> models.Filter | None:
+    from qdrant_client import models
+
     conditions: list[models.Condition] = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -175,14 +183,16 @@ def _clip(text: str | None, width: int) -> str:
 def _cross_encoder(args: argparse.Namespace) -> CrossEncoder | None:
     if args.rerank is None:
         return None
-    settings = Settings()
-    return CrossEncoder.load(
-        args.rerank, device=args.device or settings.device, precision=args.precision or settings.precision
-    )
+    from ..encoder import CrossEncoder
+
+    spec = encoder_spec(args)
+    return CrossEncoder.load(args.rerank, device=spec.device, precision=spec.precision)
 
 
 def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
     """The dense search's parameters from --exact, --hnsw-ef, --rescore/--no-rescore and --oversampling."""
+    from qdrant_client import models
+
     quantization = None
     if args.rescore is not None or args.oversampling is not None:
         quantization = models.QuantizationSearchParams(rescore=args.rescore, oversampling=args.oversampling)
@@ -276,19 +286,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--collection", default=None, help="collection name (default: SBERT_QDRANT_COLLECTION, texts)")
     parser.add_argument("--location", default=None, help="embedded Qdrant Edge folder (default: SBERT_QDRANT_LOCATION)")
     parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
-    parser.add_argument(
-        "--model", default=None, help="model folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
-    )
-    parser.add_argument(
-        "--device", default=None, help="cpu, cuda, mps (default: SBERT_QDRANT_DEVICE, else best available)"
-    )
-    parser.add_argument(
-        "--precision",
-        default=None,
-        choices=PRECISIONS,
-        help="default: SBERT_QDRANT_PRECISION, else auto (see encode; static int8 for the default model where it "
-        "was measured exact-grade); int8: static (shipped, cached, or calibrated on the first texts), see encode",
-    )
+    add_load_options(parser)
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
 

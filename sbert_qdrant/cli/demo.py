@@ -15,10 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..collection import TextCollection
-from ..encoder import load_encoder
 from ..errors import InvalidInputError
 from ..files import read_rows
+from ._load import add_load_options, encoder_spec
 
 #: The sample's place in a source checkout.
 SAMPLE = Path("examples") / "data" / "quora_pairs_sample.jsonl"
@@ -67,9 +66,11 @@ def _demo(args: argparse.Namespace) -> int:
     hidden = {new for new, _ in probes}
     questions = list(dict.fromkeys(str(p[k]) for p in pairs for k in ("question1", "question2")))
     stored = [q for q in questions if q not in hidden and q.strip()]
+    from ..collection import TextCollection
+
     with tempfile.TemporaryDirectory(prefix="sbert-qdrant-demo-") as scratch:
         location = args.location or scratch
-        encoder = load_encoder(model=args.model, device=args.device)
+        encoder = encoder_spec(args).load()
         with TextCollection("quora_demo", encoder, location=location, show_progress_bar=args.progress) as coll:
             start = time.perf_counter()
             coll.upsert_texts(stored)
@@ -100,11 +101,6 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     demo.add_argument("--queries", type=int, default=5, help="new questions to look up")
     demo.add_argument("--location", default=None, help="keep the Edge collection in this folder (default: temporary)")
-    demo.add_argument(
-        "--model", default=None, help="model folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
-    )
-    demo.add_argument(
-        "--device", default=None, help="cpu, cuda, mps (default: SBERT_QDRANT_DEVICE, else best available)"
-    )
+    add_load_options(demo)
     demo.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
     demo.set_defaults(run=_demo)

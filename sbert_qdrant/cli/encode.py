@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-import numpy as np
+from ._load import add_load_options, encoder_spec
 
-from ..encoder import encoder_choice, load_encoder
-from ..types import PRECISIONS
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _read_lines(source: TextIO) -> list[str]:
@@ -20,6 +20,8 @@ def _read_lines(source: TextIO) -> list[str]:
 
 
 def _write_vectors(path: str, texts: list[str], vectors: np.ndarray) -> None:
+    import numpy as np
+
     if path.endswith(".npy"):
         np.save(path, vectors)
         return
@@ -40,8 +42,9 @@ def _encode(args: argparse.Namespace) -> int:
     else:
         with Path(args.input).open(encoding="utf-8") as f:
             texts = _read_lines(f)
-    choice = encoder_choice(model=args.model, device=args.device, precision=args.precision)
-    encoder = load_encoder(**choice, max_seq_length=args.max_seq_length)
+    import numpy as np
+
+    encoder = encoder_spec(args).load(max_seq_length=args.max_seq_length)
     normalize = {"model": None, "yes": True, "no": False}[args.normalize]
     vectors = encoder.encode(texts, batch_size=args.batch_size, normalize=normalize, show_progress_bar=args.progress)
     _write_vectors(args.output, texts, np.asarray(vectors))
@@ -57,21 +60,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     encode = commands.add_parser("encode", help="embed texts, one per line, into .npy or JSONL")
     encode.add_argument("input", nargs="?", default="-", help="text file, one text per line (default: stdin)")
     encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
-    encode.add_argument(
-        "--model", default=None, help="folder or hub id (default: SBERT_QDRANT_MODEL, else all-MiniLM-L6-v2)"
-    )
-    encode.add_argument(
-        "--device", default=None, help="cpu, cuda, cuda:1, mps (default: SBERT_QDRANT_DEVICE, else best available)"
-    )
-    encode.add_argument(
-        "--precision",
-        default=None,
-        choices=PRECISIONS,
-        help="default: SBERT_QDRANT_PRECISION, else auto: the fastest exact-grade precision of this hardware (static "
-        "int8 where the model's shipped calibration was measured exact-grade on this CPU, as the default model's; "
-        "else bf16 on CPUs with native bf16, else fp32); int8: static (the shipped or cached calibration, else one "
-        "on the first input texts, cached per model; min cosine to fp32 ~0.99), dynamic where static cannot run",
-    )
+    add_load_options(encode)
     encode.add_argument("--batch-size", type=int, default=32)
     encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
     encode.add_argument(

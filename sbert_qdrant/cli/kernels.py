@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..encoder import cpu
-from ..encoder.int8 import build_library, kernels_folder, native_unsupported
-from ..settings import Settings
 from ..types import KERNEL_ISAS
 
 _DESCRIPTION = """\
@@ -22,6 +19,10 @@ built (no compiler, a compiler error or timeout), with the reason. A build that 
 
 
 def _build_kernels(_: argparse.Namespace) -> int:
+    from ..encoder import cpu  # torch: the CPU probe asks it what the CPU can do
+    from ..encoder.int8 import build_library, kernels_folder, native_unsupported
+    from ..settings import Settings
+
     settings = Settings()
     print(f"CPU: {cpu.summary()}", file=sys.stderr)
     if settings.native == "off":

@@ -8,69 +8,48 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from ..encoder import CrossEncoder, SentenceEncoder, resolve_model_folder
-from ..encoder.cross_loading import is_cross_encoder
 from ..errors import InvalidArgumentError
 from ..files import read_columns, read_rows
-from ..training import (
-    NLI_LABELS,
-    CosineSimilarityLoss,
-    CrossEncoderBCELoss,
-    CrossEncoderListwiseLoss,
-    CrossEncoderMSELoss,
-    Evaluator,
-    Example,
-    MultipleNegativesRankingLoss,
-    Objective,
-    OnlineContrastiveLoss,
-    PairClassificationEvaluator,
-    RetrievalEvaluator,
-    SoftmaxLoss,
-    STSEvaluator,
-    Trainer,
-    TrainingConfig,
-    TripletLoss,
-    read_examples,
-)
-from ..training.hard_negatives import MiningGuards, mine_hard_negatives, mined_columns
 from ..types import SEARCH_MODES, LabelKind
 from .collections import _add_engine_options, open_collection
 
-#: objective -> (loss class, label kind, label column candidates, text column candidates).
-_OBJECTIVES: dict[str, tuple[type[Objective], LabelKind | None, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
+if TYPE_CHECKING:  # imported when a command runs: --help loads no torch or transformers
+    from ..encoder import CrossEncoder, SentenceEncoder
+    from ..training import Evaluator, Example, Objective
+
+#: objective -> (its loss class in sbert_qdrant.training, label kind, label column candidates, text column candidates).
+_OBJECTIVES: dict[str, tuple[str, LabelKind | None, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
     "softmax-nli": (
-        SoftmaxLoss,
+        "SoftmaxLoss",
         "class",
         ("label", "gold_label"),
         (("premise", "hypothesis"), ("sentence1", "sentence2")),
     ),
-    "cosine": (CosineSimilarityLoss, "score", ("score", "label"), (("sentence1", "sentence2"),)),
-    "triplet": (TripletLoss, None, (), (("anchor", "positive", "negative"),)),
+    "cosine": ("CosineSimilarityLoss", "score", ("score", "label"), (("sentence1", "sentence2"),)),
+    "triplet": ("TripletLoss", None, (), (("anchor", "positive", "negative"),)),
     "mnrl": (
-        MultipleNegativesRankingLoss,
+        "MultipleNegativesRankingLoss",
         None,
         (),
         (("anchor", "positive", "negative"), ("anchor", "positive"), ("sentence1", "sentence2")),
     ),
     "contrastive": (
-        OnlineContrastiveLoss,
+        "OnlineContrastiveLoss",
         "binary",
         ("is_duplicate", "label"),
         (("question1", "question2"), ("sentence1", "sentence2")),
     ),
     "cross-encoder-binary": (
-        CrossEncoderBCELoss,
+        "CrossEncoderBCELoss",
         "binary",
         ("is_duplicate", "label"),
         (("question1", "question2"), ("sentence1", "sentence2"), ("query", "text")),
     ),
-    "cross-encoder-regression": (CrossEncoderMSELoss, "score", ("score", "label"), (("sentence1", "sentence2"),)),
+    "cross-encoder-regression": ("CrossEncoderMSELoss", "score", ("score", "label"), (("sentence1", "sentence2"),)),
     "cross-encoder-listwise": (
-        CrossEncoderListwiseLoss,
+        "CrossEncoderListwiseLoss",
         None,
         (),
         (("query", "positive", "negative"), ("anchor", "positive", "negative")),
@@ -112,7 +91,11 @@ def _label_column(path: str, given: str | None, candidates: Sequence[str]) -> st
 def _task(
     args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder | CrossEncoder
 ) -> tuple[Objective, list[Example]]:
-    loss_class, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
+    from .. import training
+    from ..training.hard_negatives import mined_columns
+
+    loss_name, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
+    loss_class: type[Objective] = getattr(training, loss_name)
     mined = mined_columns(read_columns(path)) if objective in _MINED_OBJECTIVES and not args.columns else None
     if mined:
         text_candidates = (tuple(mined), *text_candidates)
@@ -120,18 +103,22 @@ def _task(
     label = _label_column(path, args.label_column, label_candidates) if kind else None
     options: dict[str, Any] = {"errors": "warn" if args.skip_bad_rows else "raise", "limit": args.limit}
     if kind == "class":
-        options["label_map"] = {name: i for i, name in enumerate(NLI_LABELS)}
-    examples = read_examples(path, texts, label, kind or "class", max_score=args.max_score, **options)
+        options["label_map"] = {name: i for i, name in enumerate(training.NLI_LABELS)}
+    examples = training.read_examples(path, texts, label, kind or "class", max_score=args.max_score, **options)
     return loss_class(encoder), examples
 
 
 def _pairs(args: argparse.Namespace, path: str, label_candidates: Sequence[str], kind: LabelKind) -> list[Example]:
+    from ..training import read_examples
+
     texts = _columns(path, args.eval_columns, _PAIR_COLUMNS, "pair", "--eval-columns")
     label = _label_column(path, None, label_candidates)
     return read_examples(path, texts, label, kind, max_score=args.max_score)
 
 
 def _evaluators(args: argparse.Namespace) -> list[tuple[str, str, Evaluator]]:
+    from ..training import PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator, read_examples
+
     found: list[tuple[str, str, Evaluator]] = []
     for path in args.eval_sts or []:
         rows = _pairs(args, path, ("score", "label"), "score")
@@ -154,6 +141,9 @@ def _split(rows: list[Example]) -> tuple[list[str], list[str]]:
 
 def _load_model(args: argparse.Namespace, train_cross_encoder: bool = False) -> SentenceEncoder | CrossEncoder:
     """The model in ``--model``: a cross-encoder folder loads as one; training one from anything else starts it."""
+    from ..encoder import CrossEncoder, SentenceEncoder, resolve_model_folder
+    from ..encoder.cross_loading import is_cross_encoder
+
     folder = resolve_model_folder(args.model)
     device, max_seq_length = args.device, args.max_seq_length
     if is_cross_encoder(folder):
@@ -164,6 +154,11 @@ def _load_model(args: argparse.Namespace, train_cross_encoder: bool = False) -> 
 
 
 def _train(args: argparse.Namespace) -> int:
+    import torch
+
+    from ..encoder import CrossEncoder
+    from ..training import Trainer, TrainingConfig
+
     objectives = args.objective or ["softmax-nli"]
     if len(objectives) == 1:
         objectives = objectives * len(args.train)
@@ -219,6 +214,8 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _mine(args: argparse.Namespace) -> int:
+    from ..training.hard_negatives import MiningGuards, mine_hard_negatives
+
     guards = MiningGuards(
         args.range_min, args.range_max, args.max_score, args.min_score, args.absolute_margin, args.relative_margin
     )

@@ -4,7 +4,7 @@ static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
 from __future__ import annotations
 
 from ..types import PRECISIONS, Precision
-from .configured import EncoderChoice, encoder_choice, load_encoder
+from .configured import EncoderSpec, LoadOptions, load_encoder
 from .cross_encoder import CrossEncoder, RankedText
 from .encoder import SentenceEncoder
 from .layers import Dense, Normalize
@@ -21,7 +21,8 @@ __all__ = [
     "Bm25",
     "CrossEncoder",
     "Dense",
-    "EncoderChoice",
+    "EncoderSpec",
+    "LoadOptions",
     "Normalize",
     "Pooling",
     "Precision",
@@ -29,7 +30,6 @@ __all__ = [
     "SentenceEncoder",
     "Transformer",
     "WeightedLayerPooling",
-    "encoder_choice",
     "load_encoder",
     "resolve_model_folder",
 ]

@@ -1,41 +1,82 @@
-"""The configured default encoder: the one place that reads ``SBERT_QDRANT_MODEL``, ``SBERT_QDRANT_DEVICE`` and
-``SBERT_QDRANT_PRECISION`` to load a SentenceEncoder (collections, the CLI, the MCP server, LangChain, LlamaIndex
-and the Ray actors all load through here)."""
+"""The configured default encoder: its load options as one value, ``EncoderSpec``, read from the settings
+(``SBERT_QDRANT_MODEL``, ``_DEVICE``, ``_PRECISION``, ``_TRUNCATE_DIM``) in this one place, and ``load_encoder``, the
+door that collections, the CLI, the MCP server, LangChain, LlamaIndex and the Ray actors all load through.
+
+A new load option is a field of ``EncoderSpec`` and a key of ``LoadOptions`` here, the ``Settings`` field of the same
+name, the CLI's flag (``cli/_load.py``) and the option itself in ``SentenceEncoder.load``; everything between
+carries the spec whole.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..errors import InvalidArgumentError
 from ..settings import Settings
 from ..types import Precision
-from .encoder import SentenceEncoder
+from .encoder import SentenceEncoder, check_truncate_dim
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
-class EncoderChoice(TypedDict):
-    """What ``SentenceEncoder.load`` is given for the configured encoder: plain values, so they pickle (Ray)."""
+class LoadOptions(TypedDict, total=False):
+    """The load options a caller may name beside ``model`` (each left out or None: the settings')."""
 
-    model: str | None
     device: str | None
-    precision: Precision
+    precision: Precision | None
+    truncate_dim: int | None
 
 
-def encoder_choice(
-    settings: Settings | None = None,
-    *,
-    model: str | os.PathLike[str] | None = None,
-    device: str | None = None,
-    precision: Precision | None = None,
-) -> EncoderChoice:
-    """The model, device and precision to load: each argument given (not None), else the settings' (None: read
-    from the environment). A model path is named as a str, the same in every process (half of the identity)."""
-    settings = settings if settings is not None else Settings()
-    chosen = model if model is not None else settings.model
-    return EncoderChoice(
-        model=os.fspath(chosen) if chosen is not None else None,
-        device=device if device is not None else settings.device,
-        precision=precision if precision is not None else settings.precision,
-    )
+@dataclasses.dataclass(frozen=True)
+class EncoderSpec:
+    """What ``SentenceEncoder.load`` is given for the configured encoder: plain values, frozen, so that it pickles to
+    Ray's actors and every process loads the same model, named the same (half of the encoder's identity).
+
+    model: a folder or hub id as a str (None: the default model); device: None for the best available; precision:
+    as ``SentenceEncoder.load``; truncate_dim: vectors cut to their first ``truncate_dim`` values (Matryoshka).
+    ``EncoderSpec.of`` reads each field left out from the settings; ``EncoderSpec(...)`` is exactly what it names.
+    """
+
+    model: str | None = None
+    device: str | None = None
+    precision: Precision = "auto"
+    truncate_dim: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.model is not None and not isinstance(self.model, str):
+            raise InvalidArgumentError(f"model={self.model!r} must be a str (a folder or hub id); use EncoderSpec.of.")
+        check_truncate_dim(self.truncate_dim)  # its upper bound, the model's dimension, is checked at load
+
+    @classmethod
+    def of(
+        cls,
+        settings: Settings | None = None,
+        *,
+        model: str | os.PathLike[str] | None = None,
+        **options: Unpack[LoadOptions],
+    ) -> EncoderSpec:
+        """The spec with ``model`` and each option given (not None), else the settings' (None: ``Settings()``, read
+        from the environment). A model path is named as a str, the same in every process."""
+        unknown = sorted(set(options) - set(LoadOptions.__annotations__))
+        if unknown:
+            raise InvalidArgumentError(f"unknown load option(s) {unknown}; the options are {cls.names()}.")
+        settings = settings if settings is not None else Settings()
+        given: dict[str, Any] = {"model": None if model is None else os.fspath(model), **options}
+        return cls(
+            **{name: given[name] if given.get(name) is not None else getattr(settings, name) for name in cls.names()}
+        )
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The fields, in order: each is a ``Settings`` field and a ``SentenceEncoder.load`` argument of that name."""
+        return [spec_field.name for spec_field in dataclasses.fields(cls)]
+
+    def load(self, **options: Any) -> SentenceEncoder:
+        """``SentenceEncoder.load`` with this spec; ``options`` are its other arguments (``max_seq_length``, ...)."""
+        return SentenceEncoder.load(**dataclasses.asdict(self), **options)
 
 
 def load_encoder(
@@ -44,10 +85,12 @@ def load_encoder(
     model: str | os.PathLike[str] | None = None,
     device: str | None = None,
     precision: Precision | None = None,
+    truncate_dim: int | None = None,
     **options: Any,
 ) -> SentenceEncoder:
-    """The configured default encoder: ``model``, ``device`` and ``precision`` where given, else ``settings``'
-    (None: ``Settings()``, from ``SBERT_QDRANT_MODEL`` / ``_DEVICE`` / ``_PRECISION``), else the default model on
-    the best device at "auto" precision. ``options`` go to ``SentenceEncoder.load`` (``max_seq_length``, ...)."""
-    choice = encoder_choice(settings, model=model, device=device, precision=precision)
-    return SentenceEncoder.load(**choice, **options)
+    """The configured default encoder: ``model``, ``device``, ``precision`` and ``truncate_dim`` where given, else
+    ``settings``' (None: ``Settings()``, from ``SBERT_QDRANT_MODEL`` / ``_DEVICE`` / ``_PRECISION`` /
+    ``_TRUNCATE_DIM``), else the default model on the best device at "auto" precision, full-length vectors.
+    ``options`` go to ``SentenceEncoder.load`` (``max_seq_length``, ...)."""
+    spec = EncoderSpec.of(settings, model=model, device=device, precision=precision, truncate_dim=truncate_dim)
+    return spec.load(**options)

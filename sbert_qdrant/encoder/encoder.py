@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 import numpy as np
 import torch
@@ -50,6 +50,9 @@ class SentenceEncoder(nn.Module):
     static int8 on; cached per model, so later loads need none. Without them int8 is static all the same: the
     cached calibration, else the one shipped for the model (the default model's), else a calibration on the first
     texts it encodes (fp32 until then). Where static int8 does not run, int8 is dynamic (the reason is logged).
+    truncate_dim: keep the first ``truncate_dim`` values of every vector (a Matryoshka model's smaller vectors), as
+    sentence-transformers does; ``dimension`` and ``identity`` say so. Unlike sentence-transformers, a normalizing
+    model's cut vectors are normalized again, so they keep unit length and dot product stays cosine.
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class SentenceEncoder(nn.Module):
         prompts: Mapping[str, str] | None = None,
         default_prompt_name: str | None = None,
         calibration_texts: Sequence[str] | None = None,
+        truncate_dim: int | None = None,
     ) -> None:
         super().__init__()
         if not modules or not isinstance(modules[0], Transformer):
@@ -93,6 +97,7 @@ class SentenceEncoder(nn.Module):
         self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
         self.truncated_count = 0
+        self.truncate_dim = truncate_dim
         self.eval()
 
     @classmethod
@@ -104,9 +109,11 @@ class SentenceEncoder(nn.Module):
         max_seq_length: int | None = None,
         trust_remote_code: bool = False,
         calibration_texts: Sequence[str] | None = None,
+        truncate_dim: int | None = None,
     ) -> SentenceEncoder:
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
         check_precision(precision, resolve_device(device))
+        check_truncate_dim(truncate_dim)
         checked_calibration(
             calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
         )
@@ -123,6 +130,7 @@ class SentenceEncoder(nn.Module):
             prompts=prompts,
             default_prompt_name=default_prompt_name,
             calibration_texts=calibration_texts,
+            truncate_dim=truncate_dim,
         )
         encoder._model_config = config
         encoder.model_name = model_name(model if model is not None else DEFAULT_MODEL)
@@ -151,8 +159,17 @@ class SentenceEncoder(nn.Module):
         self.transformer.set_max_seq_length(value)
 
     @property
-    def dimension(self) -> int:
-        """Length of the vectors ``encode`` returns."""
+    def truncate_dim(self) -> int | None:
+        """The length ``encode`` cuts vectors to (Matryoshka); None: the model's full ``output_dimension``."""
+        return self._truncate_dim
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        self._truncate_dim = check_truncate_dim(value, self.output_dimension)
+
+    @property
+    def output_dimension(self) -> int:
+        """Length of the model's vectors before any ``truncate_dim`` cut."""
         size = self.transformer.dimension
         for module in self.pipeline[1:]:
             if isinstance(module, (Pooling, Dense, AttentionPooling)):
@@ -160,11 +177,18 @@ class SentenceEncoder(nn.Module):
         return size
 
     @property
+    def dimension(self) -> int:
+        """Length of the vectors ``encode`` returns: ``truncate_dim`` where set, else ``output_dimension``."""
+        return self.output_dimension if self._truncate_dim is None else self._truncate_dim
+
+    @property
     def identity(self) -> str:
-        """``name@fingerprint`` of what decides the stored vectors (weights, modules, document prompt), the same at
-        any precision and device: a collection records it and refuses vectors or searches of another encoder."""
+        """``name@fingerprint`` of what decides the stored vectors (weights, modules, document prompt, a
+        ``truncate_dim`` cut, shown as ``name[:128]``), the same at any precision and device: a collection records it
+        and refuses vectors or searches of another encoder."""
         weights = weights_digest(self.pipeline) if self.precision == "fp32" else self._weights  # fp32: maybe trained
-        return encoder_identity(self.model_name, weights, self.document_prompt)
+        cut = self.dimension if self.dimension < self.output_dimension else None
+        return encoder_identity(self.model_name, weights, self.document_prompt, cut)
 
     @property
     def normalizes(self) -> bool:
@@ -191,13 +215,17 @@ class SentenceEncoder(nn.Module):
         convert_to: Literal["numpy", "torch"] = "numpy",
         prompt_name: str | None = None,
         prompt: str | None = None,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor:
         """Embed texts into a float32 array of shape ``(len(texts), dimension)``, in input order.
 
-        normalize: None keeps the model's own output; True L2-normalises; False skips a final Normalize.
+        normalize: None keeps the model's own output (a normalizing model's vectors unit length, cut or not); True
+        L2-normalises; False skips a final Normalize.
         show_progress_bar: None shows it when this module's logger is at INFO.
         prompt_name: one of ``prompts``, whose text goes in front of every text; None: ``default_prompt_name``.
         prompt: a prompt text of your own; it wins over ``prompt_name``.
+        truncate_dim: this call's vectors cut to their first ``truncate_dim`` values (up to ``output_dimension``);
+        None: the encoder's ``truncate_dim``.
         A single string gives a 1-D vector.
         """
         single = isinstance(texts, str)
@@ -207,7 +235,8 @@ class SentenceEncoder(nn.Module):
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
         prefix = self._resolve_prompt(prompt, prompt_name)
-        out = np.empty((len(items), self.dimension), dtype=np.float32)
+        width = self.dimension if truncate_dim is None else check_truncate_dim(truncate_dim, self.output_dimension)
+        out = np.empty((len(items), width), dtype=np.float32)
         if items:
             with self._int8.first_texts([prefix + t for t in items]) if self._int8 else nullcontext():
                 self._encode_into(out, items, batch_size, normalize, show_progress_bar, prefix)
@@ -223,11 +252,14 @@ class SentenceEncoder(nn.Module):
         convert_to: Literal["numpy", "torch"] = "numpy",
         prompt_name: str | None = None,
         prompt: str | None = None,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor:
         """``encode`` for search queries: with the model's "query" prompt unless told otherwise."""
         if prompt_name is None and prompt is None and "query" in self.prompts:
             prompt_name = "query"
-        return self.encode(texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt)
+        return self.encode(
+            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim
+        )
 
     def encode_document(
         self,
@@ -238,11 +270,14 @@ class SentenceEncoder(nn.Module):
         convert_to: Literal["numpy", "torch"] = "numpy",
         prompt_name: str | None = None,
         prompt: str | None = None,
+        truncate_dim: int | None = None,
     ) -> np.ndarray | torch.Tensor:
         """``encode`` for searched documents: with the first of the model's "document", "passage", "corpus" prompts."""
         if prompt_name is None and prompt is None:
             prompt_name = self._document_prompt_name()
-        return self.encode(texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt)
+        return self.encode(
+            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim
+        )
 
     def _document_prompt_name(self) -> str | None:
         return next((name for name in _DOCUMENT_PROMPT_NAMES if name in self.prompts), None)
@@ -305,9 +340,12 @@ class SentenceEncoder(nn.Module):
                 self.max_seq_length,
                 self.truncated_count,
             )
+        width = out.shape[1]
+        cut = width < self.output_dimension
         pipeline = list(self.pipeline)
-        if normalize is False and self.normalizes:
-            pipeline = pipeline[:-1]
+        if self.normalizes and (normalize is False or cut):
+            pipeline = pipeline[:-1]  # a cut vector is normalized after the cut, below
+        unit = normalize is True or (cut and normalize is None and self.normalizes)
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
 
@@ -317,8 +355,8 @@ class SentenceEncoder(nn.Module):
                 features["prompt_length"] = prompt_length
             for module in pipeline:
                 features = module(features)
-            vectors = features["sentence_embedding"].float()
-            if normalize:
+            vectors = features["sentence_embedding"].float()[:, :width]
+            if unit:
                 vectors = l2_normalize(vectors)
             out[index] = vectors.cpu().numpy()
 
@@ -342,11 +380,29 @@ class SentenceEncoder(nn.Module):
 
     def __repr__(self) -> str:
         names = " -> ".join(type(m).__name__ for m in self.pipeline)
+        cut = f" (cut from {self.output_dimension})" if self.dimension < self.output_dimension else ""
         return (
-            f"SentenceEncoder({names}, dimension={self.dimension}, max_seq_length={self.max_seq_length}, "
+            f"SentenceEncoder({names}, dimension={self.dimension}{cut}, max_seq_length={self.max_seq_length}, "
             f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
+
+
+@overload
+def check_truncate_dim(value: None, dimension: int | None = None) -> None: ...
+@overload
+def check_truncate_dim(value: int, dimension: int | None = None) -> int: ...
+def check_truncate_dim(value: int | None, dimension: int | None = None) -> int | None:
+    """``value`` when None or an int from 1 to ``dimension`` (the model's, when known), else an error naming it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= (dimension or value):
+        bound = "the model's dimension" if dimension is None else f"{dimension} (the model's dimension)"
+        raise InvalidArgumentError(
+            f"truncate_dim={value!r} must be the length to cut vectors to, an int from 1 to {bound}, or None for "
+            "full-length vectors."
+        )
+    return value
 
 
 def _checked_texts(texts: object) -> list[str]:

@@ -2,7 +2,8 @@
 prompt), so that a collection tells vectors of its own encoder from another model's.
 
 The weights are read as fp32, before a model is cast or quantized: the same weights give the same identity at any
-precision, on any device, after a save and reload; training changes it.
+precision, on any device, after a save and reload; training changes it, and so does a ``truncate_dim`` cut (its
+vectors are another size).
 """
 
 from __future__ import annotations
@@ -30,10 +31,12 @@ def weights_digest(modules: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def encoder_identity(name: str, weights: str, document_prompt: str) -> str:
-    """``name@fingerprint``: 12 hex digits of the weights' digest and the prompt put before stored texts."""
-    fingerprint = hashlib.blake2b(f"{weights}\n{document_prompt}".encode(), digest_size=6).hexdigest()
-    return f"{name}@{fingerprint}"
+def encoder_identity(name: str, weights: str, document_prompt: str, truncate_dim: int | None = None) -> str:
+    """``name@fingerprint``: 12 hex digits of the weights' digest and the prompt put before stored texts; vectors cut
+    to ``truncate_dim`` values (None: not cut) are ``name[:128]@fingerprint``, the cut in the fingerprint too."""
+    what = f"{weights}\n{document_prompt}" + (f"\n{truncate_dim}" if truncate_dim is not None else "")
+    fingerprint = hashlib.blake2b(what.encode(), digest_size=6).hexdigest()
+    return f"{name}{f'[:{truncate_dim}]' if truncate_dim is not None else ''}@{fingerprint}"
 
 
 def model_name(model: str | os.PathLike[str]) -> str:

@@ -3,26 +3,30 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
-from ..encoder import SentenceEncoder, encoder_choice, load_encoder
+from ..encoder import EncoderSpec, LoadOptions, SentenceEncoder
 from ..errors import InvalidArgumentError
-from ..types import Precision
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 def given_or_loaded(
-    model: str | os.PathLike[str] | None,
-    encoder: SentenceEncoder | None,
-    device: str | None,
-    precision: Precision | None,
+    encoder: SentenceEncoder | None, model: str | os.PathLike[str] | None, **load: Unpack[LoadOptions]
 ) -> tuple[SentenceEncoder, str | None]:
-    """``encoder`` as given, else the configured encoder (``load_encoder``: each of ``model``, ``device`` and
-    ``precision`` where given, else ``SBERT_QDRANT_MODEL`` / ``_DEVICE`` / ``_PRECISION``); with the model loaded
-    (None: given, or the default model)."""
-    if encoder is not None and model is not None:
-        raise InvalidArgumentError(f"pass model= ({model!r}) or encoder=, not both.")
+    """``encoder`` as given, else the configured encoder (``EncoderSpec.of``: ``model`` and each load option where
+    given, else ``SBERT_QDRANT_MODEL`` / ``_DEVICE`` / ``_PRECISION`` / ...); with the model loaded (None: given, or
+    the default model)."""
     if encoder is not None:
+        named = {"model": model, **load}
+        given = sorted(name for name, value in named.items() if value is not None)
+        if given:
+            raise InvalidArgumentError(
+                f"pass encoder= or the load options to load one ({', '.join(f'{n}=' for n in given)}), not both."
+            )
         if not isinstance(encoder, SentenceEncoder):
             raise InvalidArgumentError(f"encoder must be a SentenceEncoder, not {type(encoder).__name__}.")
         return encoder, None
-    choice = encoder_choice(model=model, device=device, precision=precision)
-    return load_encoder(**choice), choice["model"]
+    spec = EncoderSpec.of(model=model, **load)
+    return spec.load(), spec.model

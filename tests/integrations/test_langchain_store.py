@@ -70,6 +70,8 @@ def test_embeddings_use_the_encoders_prompts(tiny_encoder: SentenceEncoder) -> N
 def test_embeddings_arguments_are_checked(tiny_encoder: SentenceEncoder) -> None:
     with pytest.raises(InvalidArgumentError, match="not both"):
         SbertEmbeddings("some-model", encoder=tiny_encoder)
+    with pytest.raises(InvalidArgumentError, match=r"\(truncate_dim=\), not both"):
+        SbertEmbeddings(encoder=tiny_encoder, truncate_dim=8)
     with pytest.raises(InvalidArgumentError, match="batch_size"):
         SbertEmbeddings(encoder=tiny_encoder, batch_size=0)
     with pytest.raises(InvalidInputError, match="not str"):
@@ -215,3 +217,10 @@ def test_constructor_checks(tiny_encoder: SentenceEncoder) -> None:
     coll = AsyncTextCollection("lc", tiny_encoder, client=AsyncQdrantClient(location=":memory:"))
     with pytest.raises(InvalidArgumentError, match="async_collection"):
         SbertQdrantVectorStore(coll, async_collection=coll)
+
+
+def test_embeddings_take_the_load_options(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    tiny_encoder.save(tmp_path / "tiny")
+    embeddings = SbertEmbeddings(tmp_path / "tiny", device="cpu", precision="fp32", truncate_dim=8)
+    assert embeddings.encoder.dimension == 8 and len(embeddings.embed_query("a cat")) == 8
+    assert embeddings.model_name == str(tmp_path / "tiny")

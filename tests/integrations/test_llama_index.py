@@ -66,6 +66,15 @@ def test_embedding_prompts_and_arguments(tiny_encoder: SentenceEncoder) -> None:
     assert embedding.max_tokens == tiny_encoder.max_seq_length - 2 - len(embedding.tokenize("passage: "))
     with pytest.raises(InvalidArgumentError, match="not both"):
         SbertEmbedding("some-model", encoder=tiny_encoder)
+    with pytest.raises(InvalidArgumentError, match=r"\(device=\), not both"):
+        SbertEmbedding(encoder=tiny_encoder, device="cpu")
+
+
+def test_embedding_takes_the_load_options(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    tiny_encoder.save(tmp_path / "tiny")
+    embedding = SbertEmbedding(str(tmp_path / "tiny"), device="cpu", truncate_dim=8, embed_batch_size=4)
+    assert embedding.encoder.dimension == 8 and len(embedding.get_query_embedding("a cat")) == 8
+    assert embedding.embed_batch_size == 4  # the other keywords still reach BaseEmbedding
 
 
 @pytest.mark.filterwarnings("ignore:Payload indexes have no effect in the local Qdrant")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
 from langchain_core.embeddings import Embeddings
 
-from ...encoder import SentenceEncoder
+from ...encoder import LoadOptions, SentenceEncoder
 from ...errors import InvalidArgumentError, InvalidInputError
 from ...protocols import TextEncoder
-from ...types import Precision
 from .._encoder import given_or_loaded
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 
 class SbertEmbeddings(Embeddings):
@@ -22,8 +24,8 @@ class SbertEmbeddings(Embeddings):
     query prompt (when the model has them), encoded in length-sorted batches.
 
     model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model (all-MiniLM-L6-v2),
-    loaded with ``device`` (else ``SBERT_QDRANT_DEVICE``) at ``precision`` (else ``SBERT_QDRANT_PRECISION``, else
-    "auto"); or pass an ``encoder`` you already loaded (shared, not copied).
+    loaded with the load options ``device=``, ``precision=``, ``truncate_dim=`` (``LoadOptions``; each else its
+    ``SBERT_QDRANT_*`` setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied).
     """
 
     def __init__(
@@ -31,15 +33,14 @@ class SbertEmbeddings(Embeddings):
         model: str | os.PathLike[str] | None = None,
         *,
         encoder: SentenceEncoder | None = None,
-        device: str | None = None,
-        precision: Precision | None = None,
         batch_size: int = 32,
         normalize: bool | None = None,
         show_progress_bar: bool = False,
+        **load: Unpack[LoadOptions],
     ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
-        self.encoder, loaded = given_or_loaded(model, encoder, device, precision)
+        self.encoder, loaded = given_or_loaded(encoder, model, **load)
         #: The model loaded (None: given as ``encoder``, or the default model).
         self.model_name = None if loaded is None else str(loaded)
         self.batch_size = batch_size

@@ -5,15 +5,14 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.schema import BaseNode
 from pydantic import PrivateAttr
 
-from ...encoder import DEFAULT_MODEL, SentenceEncoder
-from ...types import Precision
+from ...encoder import DEFAULT_MODEL, LoadOptions, SentenceEncoder
 from .._encoder import given_or_loaded
 
 #: Namespace of ``node_id``'s UUIDv5s.
@@ -30,9 +29,10 @@ class SbertEmbedding(BaseEmbedding):
     prompt (when the model has them), in length-sorted batches of ``embed_batch_size``; async calls encode in a
     worker thread, off the event loop.
 
-    model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model, loaded with
-    ``device`` and ``precision`` (else ``SBERT_QDRANT_DEVICE`` / ``_PRECISION``); or pass an ``encoder`` you already
-    loaded (shared, not copied).
+    model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model, loaded with the
+    load options ``device=``, ``precision=``, ``truncate_dim=`` (``LoadOptions``; each else its ``SBERT_QDRANT_*``
+    setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied). Other keyword
+    arguments go to LlamaIndex's ``BaseEmbedding``.
     """
 
     _encoder: SentenceEncoder = PrivateAttr()
@@ -42,13 +42,12 @@ class SbertEmbedding(BaseEmbedding):
         model: str | os.PathLike[str] | None = None,
         *,
         encoder: SentenceEncoder | None = None,
-        device: str | None = None,
-        precision: Precision | None = None,
         embed_batch_size: int = 32,
         **kwargs: Any,
     ) -> None:
         encoder_given = encoder is not None
-        encoder, loaded = given_or_loaded(model, encoder, device, precision)
+        load = cast(LoadOptions, {name: kwargs.pop(name) for name in LoadOptions.__annotations__ if name in kwargs})
+        encoder, loaded = given_or_loaded(encoder, model, **load)
         name = "SentenceEncoder" if encoder_given else DEFAULT_MODEL if loaded is None else str(loaded)
         super().__init__(model_name=name, embed_batch_size=embed_batch_size, **kwargs)
         self._encoder = encoder

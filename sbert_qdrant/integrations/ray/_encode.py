@@ -7,7 +7,6 @@ stored before the run (``stored``: ``StoredIds``, found by the driver) is marked
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,10 +14,9 @@ from typing import Any
 import numpy as np
 
 from ...documents import Chunking
-from ...encoder import load_encoder
+from ...encoder import EncoderSpec
 from ...errors import InvalidArgumentError, InvalidInputError
 from ...records import text_id
-from ...types import Precision
 from ._stored import StoredIds
 
 #: Columns the encoding adds: the dense vector (texts: one per row; documents: a (chunks, dimension) matrix per row),
@@ -77,15 +75,9 @@ class _Encode:
     """Shared by the text and document actors: the model loaded once, rows already stored dropped."""
 
     def __init__(
-        self,
-        model: str | os.PathLike[str] | None,
-        columns: Columns,
-        device: str | None,
-        precision: Precision | None,
-        encode_batch_size: int,
-        stored: StoredIds | None,
+        self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int, stored: StoredIds | None
     ) -> None:
-        self.encoder = load_encoder(model=model, device=device, precision=precision)
+        self.encoder = (spec if spec is not None else EncoderSpec.of()).load()
         self.identity = self.encoder.identity
         self.columns = columns
         self.encode_batch_size = encode_batch_size
@@ -108,22 +100,21 @@ class _Encode:
 
 
 class EncodeTexts(_Encode):
-    """``Dataset.map_batches(EncodeTexts, fn_constructor_kwargs={"model": ...}, compute=ActorPoolStrategy(...))``:
-    each actor loads ``model`` once as ``load_encoder`` does (None: ``SBERT_QDRANT_MODEL``/``_DEVICE``/``_PRECISION``
-    in the actor's environment, else the default model, the best device, "auto": fp16 on a GPU) and adds one dense
-    vector per row (the text column encoded as the collection stores it) and the encoder's identity."""
+    """``Dataset.map_batches(EncodeTexts, fn_constructor_kwargs={"spec": EncoderSpec.of()}, compute=...)``: each
+    actor loads the encoder ``spec`` names once (None: ``EncoderSpec.of()`` in the actor's environment, as
+    ``load_encoder`` reads it: ``SBERT_QDRANT_MODEL``/``_DEVICE``/``_PRECISION``/..., else the default model, the best
+    device, "auto": fp16 on a GPU) and adds one dense vector per row (the text column encoded as the collection
+    stores it) and the encoder's identity."""
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | None = None,
+        spec: EncoderSpec | None = None,
         *,
         columns: Columns = Columns(),
-        device: str | None = None,
-        precision: Precision | None = None,
         encode_batch_size: int = 32,
         stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(model, columns, device, precision, encode_batch_size, stored)
+        super().__init__(spec, columns, encode_batch_size, stored)
 
     def __call__(self, batch: Batch) -> Batch:
         stored = self._stored(batch)
@@ -142,18 +133,16 @@ class EncodeDocuments(_Encode):
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | None = None,
+        spec: EncoderSpec | None = None,
         *,
         columns: Columns = Columns(),
         chunk_tokens: int | None = None,
         overlap_tokens: int | None = None,
         context_field: str | None = None,
-        device: str | None = None,
-        precision: Precision | None = None,
         encode_batch_size: int = 32,
         stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(model, columns, device, precision, encode_batch_size, stored)
+        super().__init__(spec, columns, encode_batch_size, stored)
         self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)
 
     def __call__(self, batch: Batch) -> Batch:

@@ -9,22 +9,25 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray.data
 
 from ...collection import TextCollection
-from ...encoder import encoder_choice
+from ...encoder import EncoderSpec, LoadOptions
 from ...errors import InvalidArgumentError
 from ...records import UpsertResult
-from ...types import IdKind, OnConflict, Precision
+from ...types import IdKind, OnConflict
 from ._cluster import Pool
 from ._encode import Columns, EncodeDocuments, EncodeTexts
 from ._rows import write_records
 from ._sink import QdrantDatasink, open_on_server
 from ._stored import StoredIds, points, stored_mark
 from ._stream import KEYS_BATCH, Stream, chunks, keys
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 logger = logging.getLogger(__name__)
 
@@ -41,19 +44,19 @@ def upsert_dataset(
     cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 1024,
-    device: str | None = None,
-    precision: Precision | None = None,
     on_conflict: OnConflict = "overwrite",
     bulk: bool = False,
     url: str | None = None,
     show_progress_bar: bool | None = None,
+    **load: Unpack[LoadOptions],
 ) -> UpsertResult:
     """Encode a dataset's texts on ``actors`` Ray actors and store them in ``collection``, as ``upsert_texts`` would.
 
-    Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once, on
-    ``device`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best) at ``precision`` (None:
-    ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU), as ``load_encoder`` does, with this process's settings;
-    it must be the collection's model (its identity is checked, another is refused by name). Each actor holds
+    Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once with
+    the load options ``device=`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best), ``precision=`` (None:
+    ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU) and ``truncate_dim=`` (``LoadOptions``), as
+    ``load_encoder`` does, with this process's settings (one ``EncoderSpec``, sent to every actor); it must be the
+    collection's encoder (its identity is checked, another is refused by name). Each actor holds
     ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold, or one
     that leaves no CPU for the read tasks of a dataset read from files (``read_files`` reads on no CPU), is refused
     with the numbers. ``batch_size`` rows go to an actor at a time, and into one write.
@@ -67,7 +70,9 @@ def upsert_dataset(
     """
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=False)
-    return _run(dataset, collection, run, (text_column, id_column, payload_columns), model, device, precision)
+    return _run(
+        dataset, collection, run, (text_column, id_column, payload_columns), EncoderSpec.of(model=model, **load)
+    )
 
 
 def upsert_documents_dataset(
@@ -85,12 +90,11 @@ def upsert_documents_dataset(
     cpus_per_actor: float = 1,
     gpus_per_actor: float = 0,
     batch_size: int = 64,
-    device: str | None = None,
-    precision: Precision | None = None,
     on_conflict: OnConflict = "overwrite",
     bulk: bool = False,
     url: str | None = None,
     show_progress_bar: bool | None = None,
+    **load: Unpack[LoadOptions],
 ) -> UpsertResult:
     """``upsert_dataset`` for documents: each row's text chunked (as ``upsert_documents`` does with the same
     ``chunk_tokens``, ``overlap_tokens`` and ``context_field``) and its chunks encoded on the actors; one id per
@@ -98,7 +102,9 @@ def upsert_documents_dataset(
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     chunking = {"chunk_tokens": chunk_tokens, "overlap_tokens": overlap_tokens, "context_field": context_field}
     run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=True, chunking=chunking)
-    return _run(dataset, collection, run, (text_column, id_column, payload_columns), model, device, precision)
+    return _run(
+        dataset, collection, run, (text_column, id_column, payload_columns), EncoderSpec.of(model=model, **load)
+    )
 
 
 @dataclass(frozen=True)
@@ -119,9 +125,7 @@ def _run(
     collection: TextCollection,
     run: _Run,
     column_names: tuple[str, str | None, Sequence[str] | None],
-    model: str | os.PathLike[str] | None,
-    device: str | None,
-    precision: Precision | None,
+    spec: EncoderSpec,
 ) -> UpsertResult:
     """The one run of texts and documents: checks, the stored rows found, the actors, then one of the write paths."""
     run.pool.check()
@@ -129,7 +133,7 @@ def _run(
     _check_writers(run.url, run.bulk)
     columns = _columns(dataset, *column_names)
     stored = find_stored(dataset, collection, columns, run.on_conflict, run.documents)
-    options = actor_options(columns, stored, model, device, precision, **run.chunking)
+    options = actor_options(columns, stored, spec, **run.chunking)
     show = logger.isEnabledFor(logging.INFO) if run.show_progress_bar is None else run.show_progress_bar
     actor = EncodeDocuments if run.documents else EncodeTexts
     # One progress bar: the driver's own (rows as the actors' batches arrive); Ray's only where the workers write.
@@ -152,19 +156,11 @@ def _check_writers(url: str | None, bulk: bool) -> None:
         )
 
 
-def actor_options(
-    columns: Columns,
-    stored: StoredIds | None,
-    model: str | os.PathLike[str] | None,
-    device: str | None,
-    precision: Precision | None,
-    **chunking: Any,
-) -> dict[str, Any]:
-    """The arguments each actor is built with (plain values: they travel pickled): the encoder chosen here, in the
-    driver, as ``load_encoder`` chooses it, so every actor loads the same model, named the same (half of the
-    encoder's identity), on the configured device at the configured precision."""
-    choice = encoder_choice(model=model, device=device, precision=precision)
-    return {**choice, "columns": columns, "stored": stored, **chunking}
+def actor_options(columns: Columns, stored: StoredIds | None, spec: EncoderSpec, **chunking: Any) -> dict[str, Any]:
+    """The arguments each actor is built with (plain values: they travel pickled): the ``spec`` resolved here, in
+    the driver, as ``load_encoder`` resolves it, so every actor loads the same model, named the same (half of the
+    encoder's identity), with the same load options."""
+    return {"spec": spec, "columns": columns, "stored": stored, **chunking}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:

@@ -56,7 +56,7 @@ class SoftmaxLoss(SentenceObjective):
         self.concat_vectors = concat_vectors
         self.concat_difference = concat_difference
         self.concat_product = concat_product
-        self.classifier = nn.Linear(parts * encoder.dimension, len(self.labels), device=encoder.device)
+        self.classifier = nn.Linear(parts * encoder.output_dimension, len(self.labels), device=encoder.device)
 
     def logits(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Class scores ``(batch, num_labels)`` for sentence vectors u and v."""
@@ -84,8 +84,9 @@ class SoftmaxLoss(SentenceObjective):
         """Class probabilities ``(n, num_labels)``, columns in the order of ``labels``."""
         if len(sentences1) != len(sentences2):
             raise InvalidInputError(f"got {len(sentences1)} first and {len(sentences2)} second sentences; pair them.")
-        u = self.encoder.encode(sentences1, batch_size=batch_size, convert_to="torch")
-        v = self.encoder.encode(sentences2, batch_size=batch_size, convert_to="torch")
+        whole = self.encoder.output_dimension  # the head reads what training gave it: uncut vectors
+        u = self.encoder.encode(sentences1, batch_size=batch_size, convert_to="torch", truncate_dim=whole)
+        v = self.encoder.encode(sentences2, batch_size=batch_size, convert_to="torch", truncate_dim=whole)
         device = self.classifier.weight.device
         with torch.inference_mode():
             logits = self.logits(torch.as_tensor(u, device=device), torch.as_tensor(v, device=device))
@@ -102,7 +103,7 @@ class SoftmaxLoss(SentenceObjective):
         folder.mkdir(parents=True, exist_ok=True)
         config = {
             "labels": list(self.labels),
-            "embedding_dimension": self.encoder.dimension,
+            "embedding_dimension": self.encoder.output_dimension,
             "concat_vectors": self.concat_vectors,
             "concat_difference": self.concat_difference,
             "concat_product": self.concat_product,
@@ -116,10 +117,10 @@ class SoftmaxLoss(SentenceObjective):
         """Rebuild the objective, trained head included, from a folder written by :meth:`save_head`."""
         folder = Path(model_dir) / HEAD_FOLDER
         config = read_json(folder / CONFIG_FILE)
-        if config.get("embedding_dimension") != encoder.dimension:
+        if config.get("embedding_dimension") != encoder.output_dimension:
             raise ModelLoadError(
                 f"{folder} was trained on {config.get('embedding_dimension')}-dim vectors but the encoder gives "
-                f"{encoder.dimension}; load the encoder saved in {model_dir}."
+                f"{encoder.output_dimension}; load the encoder saved in {model_dir}."
             )
         try:
             loss = cls(
