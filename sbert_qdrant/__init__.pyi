@@ -13,6 +13,7 @@ from .encoder import Bm25 as Bm25
 from .encoder import CrossEncoder as CrossEncoder
 from .encoder import Dense as Dense
 from .encoder import EncoderSpec as EncoderSpec
+from .encoder import MultiVectorEncoder as MultiVectorEncoder
 from .encoder import Normalize as Normalize
 from .encoder import Pooling as Pooling
 from .encoder import RankedText as RankedText

@@ -42,6 +42,32 @@ class DocumentEncoder(TextEncoder, Protocol):
 
 
 @runtime_checkable
+class TokenEncoder(Protocol):
+    """Encodes texts into one vector per token, for a multivector slot compared by MaxSim (late interaction):
+    ``encode_document`` / ``encode_query`` give one (tokens, dimension) array per text."""
+
+    @property
+    def multivector(self) -> bool:
+        """True: what tells a token encoder from a ``TextEncoder`` (their methods share names)."""
+
+    @property
+    def dimension(self) -> int:
+        """The size of every token vector."""
+
+    @property
+    def normalizes(self) -> bool:
+        """Whether every token vector has unit length."""
+
+    def encode_document(
+        self, texts: Sequence[str], batch_size: int = ..., *, show_progress_bar: bool | None = ...
+    ) -> list[Any]: ...
+
+    def encode_query(
+        self, texts: Sequence[str], batch_size: int = ..., *, show_progress_bar: bool | None = ...
+    ) -> list[Any]: ...
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Re-scores (query, text) pairs read together, one relevance score each (``rerank=``): a CrossEncoder with one
     output, or any object with these members (a remote re-ranking service, a test double)."""

@@ -18,7 +18,7 @@ from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only
 from ..encoder import Bm25, load_encoder
 from ..errors import InvalidArgumentError
 from ..layout import PointLayout
-from ..protocols import Reranker, TextEncoder
+from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
 from ..store import RetryPolicy
@@ -65,7 +65,8 @@ class TextCollection:
     (``sbert_qdrant.protocols.TextEncoder``); documents also need a tokenizer (``DocumentEncoder``).
 
     Several models in one collection: ``named_vectors={"name": encoder, ...}`` adds a dense slot per encoder beside
-    the primary (``vector_name``); every write fills each slot, and a search picks one with ``using="name"``.
+    the primary (``vector_name``); every write fills each slot, and a search picks one with ``using="name"``. A
+    token encoder (``MultiVectorEncoder``) there fills a multivector slot, which ``rescore="name"`` uses.
     ``layout=`` takes a whole ``PointLayout`` instead (e.g. ``PointLayout.mcp_server_qdrant(model)``: the
     collections mcp-server-qdrant reads and writes).
     """
@@ -82,7 +83,7 @@ class TextCollection:
         store: VectorStore | None = None,
         vector_name: str = "text",
         text_field: str = "text",
-        named_vectors: Mapping[str, TextEncoder] | None = None,
+        named_vectors: Mapping[str, TextEncoder | TokenEncoder] | None = None,
         layout: PointLayout | None = None,
         sparse: Bm25 | Literal["bm25"] | None = "bm25",
         distance: Distance = "cosine",
@@ -303,6 +304,7 @@ class TextCollection:
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
+        rescore: str | None = None,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -315,7 +317,9 @@ class TextCollection:
         search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
         collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
         server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
-        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder.
+        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder. rescore: a
+        multivector slot (a token encoder in ``named_vectors``) whose MaxSim re-scores the ``candidates`` the search
+        found, in the engine (late interaction), before any ``rerank``.
         """
         found = self.search_texts(
             [query],
@@ -332,6 +336,7 @@ class TextCollection:
             rerank_candidates=rerank_candidates,
             search_params=search_params,
             using=using,
+            rescore=rescore,
         )
         return found[0]
 
@@ -352,6 +357,7 @@ class TextCollection:
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
+        rescore: str | None = None,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         return self._texts.search(
@@ -369,6 +375,7 @@ class TextCollection:
             rerank_candidates=rerank_candidates,
             search_params=search_params,
             using=using,
+            rescore=rescore,
         )
 
     # -- documents -------------------------------------------------------------------------------------------------

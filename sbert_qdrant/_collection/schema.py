@@ -20,7 +20,7 @@ from ..errors import (
     UnsupportedError,
 )
 from ..layout import PointLayout, VectorSlot
-from ..protocols import DocumentEncoder, TextEncoder, identity_of, same_encoder
+from ..protocols import DocumentEncoder, TextEncoder, TokenEncoder, identity_of, same_encoder
 from ..records import KEY_KEY, TEXT_KEY, VectorShape
 from ..store.base import CollectionSpec, ExistingCollection, VectorSpec
 from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Quantization
@@ -59,33 +59,53 @@ def _layout(
         if named_vectors:
             raise InvalidArgumentError("named_vectors= adds slots to a collection of sbert-qdrant's own layout only.")
         return PointLayout.foreign(vector_name, text_field, distance=distance)  # type: ignore[arg-type]
-    slots = tuple(VectorSlot(name, distance=distance) for name in (vector_name, *named_vectors))  # type: ignore[arg-type]
-    return PointLayout.ours(slots, sparse is not None)
+    slots = [VectorSlot(vector_name, distance=distance)]  # type: ignore[arg-type]
+    for name, value in named_vectors.items():
+        slot = _token_slot(name, value) if is_token_encoder(value) else VectorSlot(name, distance=distance)  # type: ignore[arg-type]
+        slots.append(slot)
+    return PointLayout.ours(tuple(slots), sparse is not None)
 
 
-def _encoders(layout: PointLayout, encoder: object, named_vectors: Mapping[str, object]) -> dict[str, TextEncoder]:
-    """The encoder of every dense slot of ``layout``: ``encoder`` fills the primary, ``named_vectors`` the others."""
-    for where, value in {"encoder": encoder, **{f"named_vectors[{k!r}]": v for k, v in named_vectors.items()}}.items():
-        if not isinstance(value, TextEncoder):
+def is_token_encoder(value: object) -> bool:
+    """Whether an encoder fills a multivector slot (one vector per token) rather than a dense one."""
+    return isinstance(value, TokenEncoder) and value.multivector is True
+
+
+def _token_slot(name: str, encoder: TokenEncoder) -> VectorSlot:
+    """A multivector slot that re-scores candidates only (no HNSW graph), MaxSim over unit or raw token vectors."""
+    return VectorSlot(name, "multivector", distance="cosine" if encoder.normalizes else "dot", index=False)
+
+
+def _encoders(
+    layout: PointLayout, encoder: object, named_vectors: Mapping[str, object]
+) -> tuple[dict[str, TextEncoder], dict[str, TokenEncoder]]:
+    """The encoder of every dense slot of ``layout`` (``encoder`` fills the primary, ``named_vectors`` the others)
+    and of every multivector slot (a token encoder from ``named_vectors``)."""
+    slots = {slot.name: slot.kind for slot in layout.slots if slot.kind != "sparse"}
+    given = {layout.primary.name: ("encoder", encoder)} | {
+        k: (f"named_vectors[{k!r}]", v) for k, v in named_vectors.items()
+    }
+    for name, (where, value) in given.items():
+        if slots.get(name) == "multivector" and not is_token_encoder(value):
+            raise InvalidArgumentError(
+                f"{where} fills a multivector slot, so it must be a token encoder (sbert_qdrant.protocols."
+                f"TokenEncoder, e.g. MultiVectorEncoder), not {type(value).__name__}."
+            )
+        if slots.get(name) == "dense" and (not isinstance(value, TextEncoder) or is_token_encoder(value)):
             raise InvalidArgumentError(
                 f"{where} must be a SentenceEncoder or have what a collection uses (dimension, normalizes, "
                 f"encode_document, encode_query: sbert_qdrant.protocols.TextEncoder), not {type(value).__name__}."
             )
-    dense = [slot.name for slot in layout.of_kind("dense")]
-    extra = sorted(set(named_vectors) - set(dense[1:]))
-    missing = sorted(set(dense[1:]) - set(named_vectors))
+    wanted = [name for name in slots if name != layout.primary.name]
+    extra, missing = sorted(set(named_vectors) - set(wanted)), sorted(set(wanted) - set(named_vectors))
     if extra or missing:
         raise InvalidArgumentError(
-            f"named_vectors= must give an encoder for each dense slot after the first ({dense[1:]}); "
+            f"named_vectors= must give an encoder for each dense or multivector slot after the first ({wanted}); "
             f"{'unknown: ' + str(extra) if extra else 'missing: ' + str(missing)}."
         )
-    if layout.of_kind("multivector"):
-        raise UnsupportedError(
-            f"the layout's multivector slots {[s.name for s in layout.of_kind('multivector')]} need a token encoder, "
-            "which collections do not take yet; write them through the store, or leave them out of the layout."
-        )
-    chosen: dict[str, Any] = {dense[0]: encoder, **{name: named_vectors[name] for name in dense[1:]}}
-    return chosen
+    dense: dict[str, Any] = {name: given[name][1] for name, kind in slots.items() if kind == "dense"}
+    tokens: dict[str, Any] = {name: given[name][1] for name, kind in slots.items() if kind == "multivector"}
+    return dense, tokens
 
 
 def valid_name(value: object) -> bool:
@@ -107,6 +127,8 @@ class CollectionSettings:
     collection_name: str
     encoders: Mapping[str, TextEncoder]
     layout: PointLayout
+    #: The encoder of each multivector slot, by slot name.
+    token_encoders: Mapping[str, TokenEncoder] = field(default_factory=dict)
     on_disk: bool = False
     hnsw: models.HnswConfigDiff | None = None
     quantization: Quantization | None = None
@@ -150,14 +172,15 @@ class CollectionSettings:
         if not (sparse is None or sparse == "bm25" or isinstance(sparse, Bm25)):
             raise InvalidArgumentError(f"sparse={sparse!r} must be 'bm25', a Bm25(...) configuration, or None.")
         chosen = _layout(layout, sparse, named_vectors or {}, vector_name, text_field, distance)
-        encoders = _encoders(chosen, encoder, named_vectors or {})
-        sizes = {name: (e.dimension, identity_of(e)) for name, e in encoders.items()}
+        encoders, token_encoders = _encoders(chosen, encoder, named_vectors or {})
+        sizes = {name: (e.dimension, identity_of(e)) for name, e in {**encoders, **token_encoders}.items()}
         options["payload_indexes"] = dict(options.get("payload_indexes") or {})
         bm25 = (sparse if isinstance(sparse, Bm25) else Bm25()) if chosen.sparse is not None else None
         return cls(
             collection_name,
             encoders,
             chosen.filled(sizes),
+            token_encoders,
             bm25=bm25,
             bm25_explicit=isinstance(sparse, Bm25),
             **options,
@@ -180,6 +203,10 @@ class CollectionSettings:
     def text_field(self) -> str:
         return self.layout.text_field
 
+    def token_encoder_of(self, slot: str) -> TokenEncoder:
+        """The token encoder of the multivector slot ``slot`` (an unknown one refused, naming those there are)."""
+        return self.token_encoders[self.layout.slot(slot, "multivector").name]
+
     def encoder_of(self, using: str | None) -> tuple[str, TextEncoder]:
         """The dense slot ``using`` (None: the primary) and its encoder."""
         name = self.vector_name if using is None else self.layout.slot(using, "dense").name
@@ -200,7 +227,8 @@ class CollectionSettings:
         ours: dict[str, Any] = {"dimension": self.encoder.dimension, "normalized": self.encoder.normalizes}
         if identity_of(self.encoder) is not None:
             ours["encoder"] = identity_of(self.encoder)
-        others = {s.name: s.filled_by for s in self.layout.of_kind("dense")[1:] if s.filled_by is not None}
+        filled = [s for s in self.layout.slots if s.kind != "sparse" and s.name != self.vector_name]
+        others = {s.name: s.filled_by for s in filled if s.filled_by is not None}
         if others:
             ours["slots"] = others
         if self.bm25 is not None:

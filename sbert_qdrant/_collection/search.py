@@ -16,7 +16,7 @@ from ..encoder import Bm25
 from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
 from ..protocols import Reranker
 from ..records import Hit, check_text
-from ..store.base import Diversified, Fused, Nearest, PayloadSelector, ScoredRecord, SearchQuery
+from ..store.base import Diversified, Fused, Nearest, PayloadSelector, Rescored, ScoredRecord, SearchQuery
 from ..types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
 from .filters import engine_filter
 from .schema import CollectionSettings
@@ -43,6 +43,8 @@ class SearchPlan:
     params: models.SearchParams | None = None
     #: The dense slot searched (None: the primary).
     using: str | None = None
+    #: The multivector slot whose MaxSim re-scores the ``candidates`` found (late interaction; None: none).
+    rescore: str | None = None
 
 
 def check_limit(limit: object) -> None:
@@ -59,6 +61,7 @@ def search_plan(
     limit: int,
     search_params: models.SearchParams | None = None,
     using: str | None = None,
+    rescore: str | None = None,
 ) -> SearchPlan:
     """Check the search mode arguments (before anything is encoded or asked; ``limit`` is checked already)."""
     if mode not in SEARCH_MODES:
@@ -100,15 +103,13 @@ def search_plan(
         )
     if using is not None and not isinstance(using, str):
         raise InvalidArgumentError(f"using={using!r} must name a dense vector slot of the collection, or be None.")
-    return SearchPlan(
-        mode,
-        fusion,
-        pair,
-        None if diversity is None else float(diversity),
-        candidates,
-        params=search_params,
-        using=using,
-    )
+    if rescore is not None and (not isinstance(rescore, str) or diversity is not None):
+        raise InvalidArgumentError(
+            f"rescore={rescore!r} must name a multivector slot of the collection, and cannot be combined with "
+            "diversity= (MMR re-orders the final hits itself); drop one of them."
+        )
+    chosen = None if diversity is None else float(diversity)
+    return SearchPlan(mode, fusion, pair, chosen, candidates, params=search_params, using=using, rescore=rescore)
 
 
 def check_queries(
@@ -123,6 +124,8 @@ def check_queries(
     if isinstance(queries, str) or not isinstance(queries, Sequence):
         raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
     name, _ = settings.encoder_of(plan.using)  # an unknown slot is refused here, before anything is encoded
+    if plan.rescore is not None:
+        settings.token_encoder_of(plan.rescore)
     if score_threshold is not None and plan.mode != "dense":
         if not isinstance(score_threshold, (int, float)) or not np.isfinite(score_threshold):
             raise InvalidArgumentError(f"score_threshold={score_threshold!r} must be a finite number.")
@@ -162,6 +165,12 @@ def engine_searches(
         dense = encode(settings, texts, name).tolist()
     sparse = settings.layout.sparse
     lexical = [bm25.embed_query(t) for t in texts] if bm25 is not None and plan.mode != "dense" else []
+    tokens: list[list[list[float]]] = []
+    if plan.rescore is not None:
+        encoder = settings.token_encoder_of(plan.rescore)
+        tokens = [
+            np.asarray(m, dtype=np.float32).tolist() for m in encoder.encode_query(texts, settings.encode_batch_size)
+        ]
     searches: list[SearchQuery] = []
     for i in range(len(texts)):
         base: Nearest | Fused
@@ -172,7 +181,9 @@ def engine_searches(
         else:
             sources = (Nearest(name, dense[i], plan.params), Nearest(sparse.name, lexical[i]))  # type: ignore[union-attr]
             base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
-        if plan.diversity is None:
+        if plan.rescore is not None:
+            searches.append(Rescored(base, plan.rescore, tokens[i], plan.candidates))
+        elif plan.diversity is None:
             searches.append(base)
         else:
             source = None if plan.mode == "dense" else base

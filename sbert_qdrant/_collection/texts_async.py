@@ -130,10 +130,11 @@ class AsyncTexts:
         rerank_candidates: int,
         search_params: models.SearchParams | None,
         using: str | None,
+        rescore: str | None,
     ) -> list[list[Hit]]:
         """Each query's ``limit`` best texts, re-ranked when ``rerank`` is given."""
         depth = rerank_depth(rerank, rerank_candidates, limit)
-        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using, rescore)
         found = await self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is None or not found:
             return found

@@ -39,14 +39,17 @@ def point_vectors(
     settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
 ) -> PointVectors:
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
-    ``given``, checked, from elsewhere) and, with BM25, the term weights."""
+    ``given``, checked, from elsewhere), each multivector slot's token vectors and, with BM25, the term weights."""
     dense = {
         name: np.stack(given)
         if given is not None and name == settings.vector_name
         else encode_documents(settings, texts, name)
         for name in settings.encoders
     }
+    multi = {
+        name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
+        for name, encoder in settings.token_encoders.items()
+    }
     sparse = settings.layout.sparse
-    if bm25 is None or sparse is None:
-        return PointVectors(dense)
-    return PointVectors(dense, {sparse.name: bm25.embed_documents(texts)})
+    lexical = {sparse.name: bm25.embed_documents(texts)} if bm25 is not None and sparse is not None else {}
+    return PointVectors(dense, lexical, multi)

@@ -1,4 +1,5 @@
-"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; BM25 sparse term weights;
+"""The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; the MultiVectorEncoder
+(late interaction); BM25 sparse term weights;
 static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from .cross_encoder import CrossEncoder, RankedText
 from .encoder import SentenceEncoder
 from .layers import Dense, Normalize
 from .loading import DEFAULT_MODEL, resolve_model_folder
+from .multivector import MultiVectorEncoder
 from .pooling import POOLING_MODES, AttentionPooling, Pooling, WeightedLayerPooling
 from .sparse import Bm25
 from .transformer import Transformer
@@ -23,6 +25,7 @@ __all__ = [
     "Dense",
     "EncoderSpec",
     "LoadOptions",
+    "MultiVectorEncoder",
     "Normalize",
     "Pooling",
     "Precision",

@@ -18,6 +18,7 @@ from .base import (
     Payload,
     PayloadSelector,
     PointVectors,
+    Rescored,
     ScoredRecord,
     SearchQuery,
     SlotVector,
@@ -159,6 +160,9 @@ def _stage(query: SearchQuery, query_filter: models.Filter | None) -> dict[str, 
     """``query``/``using``/``prefetch`` arguments for one node of a search tree (the filter at every stage)."""
     if isinstance(query, Nearest):
         return {"query": _slot_value(query.vector), "using": query.using or None, "params": query.params}
+    if isinstance(query, Rescored):
+        source = _prefetch(query.source, query.candidates, query_filter)
+        return {"query": _slot_value(query.vector), "using": query.using or None, "prefetch": [source]}
     if isinstance(query, Fused):
         fusion: Any = (
             models.RrfQuery(rrf=models.Rrf(k=query.rrf_k, weights=list(query.weights) if query.weights else None))

@@ -115,8 +115,19 @@ class Diversified:
     params: models.SearchParams | None = None
 
 
-#: One search, as a tree the engine runs: nearest, fused sources, or diversified candidates.
-SearchQuery = Nearest | Fused | Diversified
+@dataclass(frozen=True)
+class Rescored:
+    """``candidates`` points of ``source``, re-scored by ``vector`` under the named (multi)vector: late interaction
+    (MaxSim over token vectors) as the last stage of a search, in the engine."""
+
+    source: Nearest | Fused
+    using: str
+    vector: SlotVector
+    candidates: int
+
+
+#: One search, as a tree the engine runs: nearest, fused sources, diversified or re-scored candidates.
+SearchQuery = Nearest | Fused | Diversified | Rescored
 
 
 @dataclass(frozen=True)

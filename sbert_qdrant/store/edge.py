@@ -26,6 +26,7 @@ from .base import (
     Payload,
     PayloadSelector,
     PointVectors,
+    Rescored,
     ScoredRecord,
     SearchQuery,
     SlotVector,
@@ -291,6 +292,9 @@ def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
             "query": qe.Query.Nearest(_edge_vector(query.vector), using=query.using),
             "params": _params(query.params),
         }
+    if isinstance(query, Rescored):
+        source = _prefetch(query.source, query.candidates, edge_filter)
+        return {"query": qe.Query.Nearest(_edge_vector(query.vector), using=query.using), "prefetches": [source]}
     if isinstance(query, Fused):
         weights = list(query.weights) if query.weights else None
         fusion = qe.Fusion.Rrf(k=query.rrf_k, weights=weights) if query.fusion == "rrf" else qe.Fusion.Dbsf()
