@@ -1,6 +1,6 @@
 """Where a point keeps what (``PointLayout``): several dense slots (two models) and BM25 in one collection, written
 and searched by name on every engine; another tool's layouts; a multivector slot created, written and searched by
-MaxSim in the engine (Qdrant Edge and qdrant-client local mode)."""
+MaxSim in the engine (Qdrant Edge and qdrant-client local mode), and filled by its token encoder in a collection."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from flavours import Engines
 from qdrant_client import QdrantClient, models
 
-from sbert_qdrant import PointLayout, SentenceEncoder, TextCollection, VectorSlot, testing
+from sbert_qdrant import MultiVectorEncoder, PointLayout, SentenceEncoder, TextCollection, VectorSlot, testing
 from sbert_qdrant.errors import CollectionMismatchError, InvalidArgumentError, UnsupportedError
 from sbert_qdrant.store import ClientStore, EdgeStore
 from sbert_qdrant.store.base import CollectionSpec, Nearest, PointVectors, VectorSpec
@@ -123,9 +123,13 @@ def test_a_multivector_slot_is_written_and_searched_by_maxsim_in_the_engine(tmp_
     store.close()
 
 
-def test_multivector_slots_wait_for_a_token_encoder_in_collections(
-    tmp_path: Path, tiny_encoder: SentenceEncoder
-) -> None:
-    layout = PointLayout((VectorSlot("text"), VectorSlot("tokens", "multivector", size=32)))
-    with pytest.raises(UnsupportedError, match="multivector slots \\['tokens'\\] need a token encoder"):
+def test_a_layouts_multivector_slot_needs_its_token_encoder(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    layout = PointLayout((VectorSlot("text"), VectorSlot("tokens", "multivector", distance="dot", index=False)))
+    with pytest.raises(InvalidArgumentError, match=r"slot after the first \(\['tokens'\]\); missing: \['tokens'\]"):
         TextCollection("c", tiny_encoder, location=tmp_path, layout=layout, sparse=None)
+    tokens = MultiVectorEncoder.from_encoder(tiny_encoder)
+    with TextCollection(
+        "c", tiny_encoder, location=tmp_path, layout=layout, sparse=None, named_vectors={"tokens": tokens}
+    ) as coll:
+        coll.upsert_texts(TEXTS)
+        assert coll.search_text("Python", limit=1, rescore="tokens")[0].text in (TEXTS[0], TEXTS[3])
