@@ -20,7 +20,6 @@ from ...errors import (
     InvalidInputError,
     StoreInUseError,
 )
-from ...layout import PointLayout
 from ...records import KEY_KEY, TEXT_KEY, Key, check_payload, point_id, text_id
 from .anchor import ANCHOR_METADATA_FIELD, ANCHOR_TEXT_FIELD, Layout, anchor_vector_name
 from .settings import McpSettings
@@ -206,7 +205,7 @@ class Backend:
                 self._collections[name], self._stores[name], self._layouts[name] = opened, store, layout
         layout = self._layouts[name]
         if write and not layout.anchor:
-            PointLayout.foreign(layout.vector_name, layout.text_field).check_writable(name)
+            opened.layout.check_writable(name)
         return opened, layout
 
     async def _layout(self, name: str, store: AsyncVectorStore) -> Layout:
