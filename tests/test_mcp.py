@@ -152,6 +152,32 @@ async def test_qdrant_client_engine_lists_its_collections(tiny: SentenceEncoder)
         assert len((await call(client, "qdrant-find", query="car", collection_name="a-notes"))["entries"]) == 2
 
 
+async def test_the_collection_list_and_stored_vectors_through_the_public_door(
+    tmp_path: Path, tiny: SentenceEncoder
+) -> None:
+    """What the server lists and opens collections with: ``list_collections`` (both flavours, Edge and qdrant-client)
+    and ``stored_vectors``, whatever the layout."""
+    from sbert_qdrant import PointLayout, TextCollection
+    from sbert_qdrant.aio import AsyncTextCollection
+    from sbert_qdrant.aio import list_collections as list_async
+    from sbert_qdrant.collection import list_collections
+
+    assert list_collections(location=tmp_path / "nothing") == []
+    for name in ("b", "a"):
+        with TextCollection(name, tiny, location=tmp_path / "edge") as collection:
+            collection.upsert_texts(NOTES)
+    (tmp_path / "edge" / "not-a-collection").mkdir()
+    assert list_collections(location=tmp_path / "edge") == ["a", "b"] == await list_async(location=tmp_path / "edge")
+    client = QdrantClient(":memory:")
+    theirs = TextCollection("m", tiny, client=client, layout=PointLayout.mcp_server_qdrant("all-MiniLM-L6-v2"))
+    assert theirs.stored_vectors() == {}
+    theirs.upsert_texts(NOTES)
+    assert list_collections(client=client) == ["m"] and theirs.stored_vectors() == {"fast-all-minilm-l6-v2": 32}
+    async with AsyncTextCollection("a", tiny, location=tmp_path / "edge") as ours:
+        assert await ours.stored_vectors() == {"text": 32}
+    client.close()
+
+
 @pytest.mark.slow
 async def test_store_find_count_duplicates_delete(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
     async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:

@@ -17,7 +17,7 @@ from qdrant_client import QdrantClient, models
 
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.integrations.mcp import McpSettings, create_server
-from sbert_qdrant.integrations.mcp.anchor import FilterableField
+from sbert_qdrant.integrations.mcp.filterable import FilterableField
 from sbert_qdrant.store import EdgeStore
 from sbert_qdrant.store.base import CollectionSpec, PointVectors, VectorSpec
 from sbert_qdrant.testing import tiny_encoder
@@ -137,7 +137,9 @@ async def test_their_collection_is_found_stored_into_filtered_and_deleted_from(
         assert deleted["deleted"] == 1
     payloads = stored_payloads(settings)
     assert set(payloads) == theirs  # the new note deleted, theirs kept under their ids
-    assert all(set(p) == {"document", "metadata"} for p in payloads.values())  # their layout: they read it back
+    # their layout, which they read back: a note of theirs stored again also keeps its own id under "key"
+    assert all(set(p) - {"key"} == {"document", "metadata"} for p in payloads.values())
+    assert [i for i, p in payloads.items() if "key" in p] == [restored["id"]] == [payloads[restored["id"]]["key"]]
     assert [p["metadata"]["n"] for p in payloads.values() if p["document"] == NOTES[1]] == [9]
 
 

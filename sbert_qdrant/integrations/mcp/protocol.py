@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 
 from ...errors import SbertQdrantError, StoreInUseError
-from .anchor import FilterableField
+from .filterable import FilterableField
 
 Tool = Callable[..., Awaitable[CallToolResult]]
 

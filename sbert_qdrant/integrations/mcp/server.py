@@ -23,8 +23,8 @@ from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, Key, check_text
 from ...types import CountKind, SearchMode
 from . import results
-from .anchor import both, field_filter
 from .backend import Backend, encoding_workers
+from .filterable import both, field_filter
 from .protocol import Server, Tool, agent_tool
 from .settings import McpSettings
 
@@ -129,19 +129,19 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         diversity: Diversity = None,
         field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection, layout = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         if not await collection.exists():
             return results.found(collection_name, query, [], stored=False)
         await backend.check_length(query, "query", "shorten it")
         hits = await collection.search_text(
             query,
             limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
             mode=mode,
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, layout.metadata_of(hits))
+        return results.found(collection_name, query, hits)
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -150,15 +150,9 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         id: Id = None,
     ) -> Annotated[CallToolResult, results.Stored]:
         check_text(information, "information", "give the text to remember")
-        collection, layout = await backend.collection(collection_name, write=True)
+        collection = await backend.collection(collection_name, write=True)
         await backend.check_length(information, "information", "store it with qdrant-store-document instead")
-        if layout.anchor:
-            key = await backend.store_anchor(collection_name, information, metadata, id)
-        else:
-            ids = await collection.upsert_texts(
-                [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
-            )
-            key = ids[0]
+        key = await backend.remember(collection, information, metadata, id)
         text = f"Remembered: {information} in collection {collection_name} (id {key})"
         return results.reply(results.Stored(collection_name=collection_name, id=key), text)
 
@@ -174,8 +168,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 f"({settings.max_document_chars}, SBERT_QDRANT_MAX_DOCUMENT_CHARS); split it into parts."
             )
         check_text(document, "document", "give the text to store")
-        collection, layout = await backend.collection(collection_name, write=True)
-        if layout.anchor:
+        collection = await backend.collection(collection_name, write=True)
+        if not collection.layout.takes_documents:
             raise UnsupportedError(
                 f"collection {collection_name!r} is in mcp-server-qdrant's layout (the text under 'document'), "
                 "which has no place for a document's passages; store it in another collection, or store short "
@@ -197,14 +191,14 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         passages: Annotated[int, Field(ge=1, le=10, description="Matching passages per document")] = 3,
         field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.FoundDocuments]:
-        collection, layout = await backend.collection(collection_name)
-        if layout.anchor or not await collection.exists():
+        collection = await backend.collection(collection_name)
+        if not collection.layout.takes_documents or not await collection.exists():
             return results.found_documents(collection_name, query, [], stored=False)
         await backend.check_length(query, "query", "shorten it")
         hits = await collection.search_documents(
             query,
             limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
             mode=mode,
             chunks=passages,
             rerank=await backend.cross_encoder() if rerank else None,
@@ -220,27 +214,27 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ] = None,
         limit: Limit = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection, layout = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         if not await collection.exists():
             return results.found(collection_name, information, [], stored=False)
         await backend.check_length(information, "information", "shorten it")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, layout.metadata_of(cast("list[Hit]", hits)))
+        return results.found(collection_name, information, cast("list[Hit]", hits))
 
     async def delete(
         ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
-        collection, layout = await backend.collection(collection_name, write=True)
+        collection = await backend.collection(collection_name, write=True)
         existed = 0
-        if layout.anchor:
-            existed = await backend.delete_anchor(collection_name, ids)
-        elif await collection.exists():
+        if await collection.exists():
+            documents = collection.layout.takes_documents
             found = {t.id for t in await collection.get(ids)}
-            found |= {k for k in ids if k not in found and await collection.get_document(k) is not None}
+            found |= {k for k in ids if documents and k not in found and await collection.get_document(k) is not None}
             existed = len(found)
             await collection.delete_texts(ids)
-            await collection.delete_documents(ids)
+            if documents:
+                await collection.delete_documents(ids)
         asked = len(set(ids))
         text = f"Deleted {existed} of the {asked} id(s) given from collection {collection_name}" + (
             "" if existed == asked else f"; {asked - existed} did not exist"
@@ -253,7 +247,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         query_filter: Filter = None,
         kind: Annotated[CountKind, Field(description="What to count: texts, documents or chunks")] = "texts",
     ) -> Annotated[CallToolResult, results.Counted]:
-        collection, _ = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         number = await collection.count(_filter(query_filter), kind=kind) if await collection.exists() else 0
         counted = results.Counted(collection_name=collection_name, kind=kind, count=number)
         return results.reply(counted, f"{number} {kind} in collection {collection_name}")

@@ -8,7 +8,7 @@ from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ...settings import Settings
-from .anchor import FilterableField
+from .filterable import FilterableField
 
 DEFAULT_FIND_DESCRIPTION = (
     "Look up memories in Qdrant by meaning. Use this tool when you need to: \n"
@@ -80,6 +80,11 @@ class McpSettings(Settings):
         default=None,
         description="the payload field of the text in existing collections written by another tool (read-only)",
     )
+    layout: Literal["sbert-qdrant", "mcp-server-qdrant"] | None = Field(
+        default=None,
+        description="the layout of a collection this server creates (None: mcp-server-qdrant's on the engines it "
+        "reads, QDRANT_URL and QDRANT_LOCAL_PATH; sbert-qdrant's, with BM25 and documents, on Qdrant Edge)",
+    )
     encode_threads: int | None = Field(
         default=1,
         ge=1,
@@ -114,6 +119,13 @@ class McpSettings(Settings):
     def field_arguments(self) -> dict[str, FilterableField]:
         """The filterable fields offered as tool arguments (those with a condition), by name."""
         return {f.name: f for f in self.filterable_fields if f.condition is not None}
+
+    @property
+    def new_in_their_layout(self) -> bool:
+        """Whether a collection this server creates is in mcp-server-qdrant's layout (``layout``, see there)."""
+        if self.layout is not None:
+            return self.layout == "mcp-server-qdrant"
+        return bool(self.local_path or self.qdrant_url)
 
     @property
     def query_filter_offered(self) -> bool:
