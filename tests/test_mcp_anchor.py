@@ -6,6 +6,7 @@ same way; arguments a tool does not take are refused; every message is written f
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any
@@ -213,3 +214,73 @@ async def test_messages_are_written_for_the_agent(tmp_path: Path) -> None:
         stored = await call(client, "qdrant-store", information="a note", collection_name="notes")
         text = await client.call_tool("qdrant-delete", {"ids": [stored["id"], "nope"], "collection_name": "notes"})
         assert text.content[0].text == "Deleted 1 of the 2 id(s) given from collection notes; 1 did not exist"
+
+
+async def test_a_new_collection_takes_their_layout_on_their_engines_and_ours_on_edge(tmp_path: Path) -> None:
+    """Under their environment (a local folder or a server) a collection not created yet is created as their
+    ``QdrantConnector._ensure_collection_exists`` creates it (0.8.1: one named dense vector ``fast-<model>``, cosine,
+    no sparse vector; ``document`` / ``metadata`` payload), so that both servers read and write it; on Qdrant Edge,
+    which only this package reads, in ours (BM25, documents); ``SBERT_QDRANT_LAYOUT`` decides either way."""
+    tiny = tiny_encoder()
+    settings = McpSettings(local_path=str(tmp_path / "local"), collection_name="memories", filterable_fields=FIELDS)
+    async with mcp.Client(create_server(settings, encoder=tiny)) as client:
+        await call(client, "qdrant-store", information=NOTES[0], metadata={"topic": "family"})
+        refused = await error(client, "qdrant-find", query="birthday", mode="hybrid")
+        assert "mcp-server-qdrant's layout" in refused and "mode dense" in refused, refused
+    theirs = QdrantClient(":memory:")  # what their code creates, for a model of this size
+    theirs.create_collection(
+        "memories", vectors_config={VECTOR: models.VectorParams(size=tiny.dimension, distance=models.Distance.COSINE)}
+    )
+    ours = QdrantClient(path=str(tmp_path / "local"))
+    created, expected = ours.get_collection("memories").config.params, theirs.get_collection("memories").config.params
+    assert (created.vectors, created.sparse_vectors) == (expected.vectors, expected.sparse_vectors)
+    points, _ = ours.scroll("memories")
+    assert [p.payload for p in points] == [{"document": NOTES[0], "metadata": {"topic": "family"}}]
+    ours.close()
+
+    for options, layout in (({}, "ours"), ({"layout": "mcp-server-qdrant"}, "theirs")):
+        where = tmp_path / f"edge-{layout}"
+        async with mcp.Client(create_server(McpSettings(location=str(where), **options), encoder=tiny)) as client:
+            await call(client, "qdrant-store", information=NOTES[1], collection_name="notes")
+            arguments = {"query": "wifi", "collection_name": "notes", "mode": "hybrid"}
+            hybrid = await client.call_tool("qdrant-find", arguments)
+            assert hybrid.is_error == (layout == "theirs")
+        stored = EdgeStore(where).describe("notes")
+        assert stored is not None and set(stored.vectors) == ({"text"} if layout == "ours" else {VECTOR})
+    settings = McpSettings(qdrant_url=":memory:", layout="sbert-qdrant")
+    async with mcp.Client(create_server(settings, encoder=tiny)) as client:
+        await call(client, "qdrant-store", information=NOTES[2], collection_name="notes")
+        assert (await call(client, "qdrant-find", query="car", collection_name="notes", mode="hybrid"))["entries"]
+
+
+ANCHOR_PYTHON, ANCHOR_MODEL = os.environ.get("MCP_ANCHOR_PYTHON"), os.environ.get("MCP_ANCHOR_MODEL")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (ANCHOR_PYTHON and ANCHOR_MODEL and Path(ANCHOR_MODEL).is_dir()),
+    reason="needs mcp-server-qdrant 0.8.1 in a venv of its own (MCP_ANCHOR_PYTHON=<venv>/bin/python; pip install "
+    "mcp-server-qdrant==0.8.1 needs PyPI) and all-MiniLM-L6-v2 as FastEmbed loads it (MCP_ANCHOR_MODEL=<folder>, "
+    "benchmarks/peers/setup.sh writes <model>/fastembed): FastEmbed cannot download its model offline",
+)
+async def test_a_collection_created_here_is_read_and_written_by_mcp_server_qdrant(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    """Their real server (benchmarks/peers/mcp_anchor.py: theirs, its FastEmbed on the same model) on the local
+    folder in which ours created the collection: it finds our note and stores its own, which ours then finds."""
+    env = {"QDRANT_LOCAL_PATH": str(tmp_path / "local"), "COLLECTION_NAME": "memories"}
+    ours = McpSettings(local_path=env["QDRANT_LOCAL_PATH"], collection_name="memories")
+    async with mcp.Client(create_server(ours, encoder=default_encoder)) as client:
+        await call(client, "qdrant-store", information=NOTES[0], metadata={"topic": "family"})
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "mcp_anchor.py"
+    anchor = mcp.StdioServerParameters(command=str(ANCHOR_PYTHON), args=[str(script), str(ANCHOR_MODEL)], env=env)
+    async with mcp.Client(anchor) as client:
+        found = await client.call_tool("qdrant-find", {"query": "when is my sister's birthday?"})
+        assert not found.is_error and NOTES[0] in found.content[0].text and "family" in found.content[0].text
+        stored = await client.call_tool("qdrant-store", {"information": NOTES[1], "metadata": {"topic": "office"}})
+        assert not stored.is_error, stored.content[0].text
+    async with mcp.Client(create_server(ours, encoder=default_encoder)) as client:
+        found = await call(client, "qdrant-find", query="what is the wifi password?")
+        first = found["entries"][0]
+        assert (first["text"], first["payload"]) == (NOTES[1], {"topic": "office"})
+        assert (await call(client, "qdrant-count"))["count"] == 2

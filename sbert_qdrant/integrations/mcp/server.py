@@ -132,6 +132,12 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         collection = await backend.collection(collection_name)
         if not await collection.exists():
             return results.found(collection_name, query, [], stored=False)
+        if mode != "dense" and collection.layout.sparse is None:
+            raise UnsupportedError(
+                f"collection {collection_name!r} is in {collection.layout.owner}'s layout, which has no BM25 "
+                f"vectors for mode {mode}: search it with mode dense (the default). Collections this server creates "
+                "with SBERT_QDRANT_LAYOUT=sbert-qdrant have them."
+            )
         await backend.check_length(query, "query", "shorten it")
         hits = await collection.search_text(
             query,
