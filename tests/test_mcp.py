@@ -251,9 +251,6 @@ async def test_errors_an_agent_can_act_on(
         await call(client, "qdrant-store", information=NOTES[0], collection_name="notes")
         bad = await error(client, "qdrant-find", query="x", collection_name="notes", query_filter={"must": 3})
         assert "query_filter is not a Qdrant filter" in bad
-        long = await error(client, "qdrant-store", information=abstracts[0]["text"], collection_name="notes")
-        assert "tokens long" in long and "qdrant-store-document" in long
-        assert "tokens long" in await error(client, "qdrant-find", query=abstracts[0]["text"], collection_name="notes")
         assert "SBERT_QDRANT_RERANK_MODEL" in await error(
             client, "qdrant-find", query="x", collection_name="notes", rerank=True
         )
@@ -263,6 +260,29 @@ async def test_errors_an_agent_can_act_on(
         assert "limit" in await error(client, "qdrant-find", query="x", collection_name="notes", limit=0)
         assert "is not valid" in await error(client, "qdrant-store", information=NOTES[1], collection_name="bad name/")
         assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 1  # nothing written
+
+
+@pytest.mark.slow
+async def test_a_note_or_query_longer_than_the_model_reads_is_taken_and_said(
+    tmp_path: Path, default_encoder: SentenceEncoder, abstracts: list[dict[str, str]]
+) -> None:
+    """Never refused: a long note is one point holding all of it, its vector made from what the model reads, and
+    the answer says so (and where all of it is searched); a long query is searched by its first tokens, said too."""
+    long = abstracts[0]["text"]
+    async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
+        for text in NOTES:
+            await call(client, "qdrant-store", information=text, collection_name="notes")
+        result = await client.call_tool("qdrant-store", {"information": long, "collection_name": "notes"})
+        assert not result.is_error and result.structured_content["truncated"]
+        said = result.content[0].text
+        assert "tokens long and the model reads 254" in said and "qdrant-store-document" in said, said
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 4
+        found = await call(client, "qdrant-find", query=abstracts[0]["title"], collection_name="notes")
+        assert found["entries"][0]["text"] == long and not found["truncated"]
+        result = await client.call_tool("qdrant-find", {"query": long, "collection_name": "notes"})
+        assert not result.is_error and result.structured_content["truncated"]
+        assert result.structured_content["entries"][0]["text"] == long
+        assert "The query is" in result.content[0].text and "its first 254 tokens" in result.content[0].text
 
 
 @pytest.mark.slow

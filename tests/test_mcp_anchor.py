@@ -144,6 +144,32 @@ async def test_their_collection_is_found_stored_into_filtered_and_deleted_from(
     assert [p["metadata"]["n"] for p in payloads.values() if p["document"] == NOTES[1]] == [9]
 
 
+_VISITS = " ".join(f"Day {i}: the plumber fixed the kitchen tap, the bathroom sink and the boiler." for i in range(30))
+LONG_NOTE = ("The spare key to the garden shed is hidden under the blue flower pot by the back door. " + _VISITS)[:2000]
+
+
+@pytest.mark.slow
+async def test_a_long_note_and_a_long_query_are_taken_in_their_layout(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    """What mcp-server-qdrant stores, this stores: a 2,000-character note is one point in their layout, all of it
+    under ``document``, its vector from the first 254 tokens (as FastEmbed truncates); a 1,700-character query is
+    answered; both answers say what the model read."""
+    settings = write_local(tmp_path / "local", default_encoder)
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        result = await client.call_tool("qdrant-store", {"information": LONG_NOTE, "metadata": {"topic": "home"}})
+        assert not result.is_error and result.structured_content["truncated"]
+        assert "the model reads 254" in result.content[0].text and "whole note is stored" in result.content[0].text
+        found = await call(client, "qdrant-find", query="where is the key to the shed?")
+        assert found["entries"][0]["text"] == LONG_NOTE and found["entries"][0]["payload"] == {"topic": "home"}
+        query = "Where did I park the car at the airport? " + "I really need to know where I left it. " * 43
+        assert len(query) >= 1700
+        result = await client.call_tool("qdrant-find", {"query": query})
+        assert not result.is_error and result.structured_content["truncated"], result.content[0].text
+        assert result.structured_content["entries"][0]["text"] == NOTES[2]
+    assert [p["document"] for p in stored_payloads(settings).values()].count(LONG_NOTE) == 1
+
+
 @pytest.mark.slow
 async def test_a_collection_of_another_model_is_refused_naming_both(
     tmp_path: Path, default_encoder: SentenceEncoder

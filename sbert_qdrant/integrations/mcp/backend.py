@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError, StoreInUseError
+from ...errors import CollectionMismatchError, InvalidArgumentError, StoreInUseError
 from ...layout import PointLayout, VectorSlot
 from ...records import Key
 from .settings import McpSettings
@@ -114,15 +114,21 @@ class Backend:
             )
         return CrossEncoder.load(name, device=self.settings.device, precision=self.settings.precision)
 
-    async def check_length(self, text: str, what: str, fix: str) -> None:
-        """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
+    async def truncation(self, text: str, what: str) -> str:
+        """What an agent is told of a text longer than the model reads ("" when it is not): its vector is made from
+        its first tokens (as FastEmbed, mcp-server-qdrant's embedder, truncates), so the rest is not searched."""
         from ...protocols import DocumentEncoder
 
         encoder = await self._encoder.get()
-        if isinstance(encoder, DocumentEncoder):
-            tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
-            if tokens > limit:
-                raise InvalidInputError(f"{what} is {tokens} tokens long and the model reads {limit}; {fix}.")
+        if not isinstance(encoder, DocumentEncoder):
+            return ""
+        tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
+        if tokens <= limit:
+            return ""
+        return (
+            f"The {what} is {tokens} tokens long and the model reads {limit}: its vector was made from its first "
+            f"{limit} tokens."
+        )
 
     async def cross_encoder(self) -> CrossEncoder:
         cross: CrossEncoder = await self._cross.get()

@@ -27,11 +27,13 @@ class Entry(BaseModel):
 
 
 class Found(BaseModel):
-    """The texts found for a query, best first."""
+    """The texts found for a query, best first; ``truncated``: the query was longer than the model reads, and was
+    searched by its first tokens."""
 
     collection_name: str
     query: str
     entries: list[Entry]
+    truncated: bool = False
 
 
 class Passage(BaseModel):
@@ -58,13 +60,16 @@ class FoundDocuments(BaseModel):
     collection_name: str
     query: str
     documents: list[FoundDocument]
+    truncated: bool = False
 
 
 class Stored(BaseModel):
-    """A stored text or document: its id (storing the same text again, or another under this id, replaces it)."""
+    """A stored text or document: its id (storing the same text again, or another under this id, replaces it);
+    ``truncated``: a note longer than the model reads, kept whole, its vector made from its first tokens."""
 
     collection_name: str
     id: Key
+    truncated: bool = False
 
 
 class Deleted(BaseModel):
@@ -89,19 +94,23 @@ def _nothing_yet(collection_name: str) -> str:
     return f"Nothing stored yet in collection {collection_name}: no results."
 
 
-def found(collection_name: str, query: str, hits: list[Hit], *, stored: bool = True) -> CallToolResult:
-    """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error."""
+def found(
+    collection_name: str, query: str, hits: list[Hit], *, stored: bool = True, truncated: str = ""
+) -> CallToolResult:
+    """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error;
+    ``truncated``: what to say of a query longer than the model reads."""
     entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
-    result = Found(collection_name=collection_name, query=query, entries=entries)
+    result = Found(collection_name=collection_name, query=query, entries=entries, truncated=bool(truncated))
     if not stored:
         return reply(result, _nothing_yet(collection_name))
     lines = [f"Results for the query {query!r}" if entries else f"No results for the query {query!r}"]
+    lines += [truncated] if truncated else []
     lines += [_entry(e.id, e.score, e.text or "", e.payload) for e in entries]
     return reply(result, "\n".join(lines))
 
 
 def found_documents(
-    collection_name: str, query: str, hits: list[DocumentHit], *, stored: bool = True
+    collection_name: str, query: str, hits: list[DocumentHit], *, stored: bool = True, truncated: str = ""
 ) -> CallToolResult:
     documents = [
         FoundDocument(
@@ -112,10 +121,13 @@ def found_documents(
         )
         for h in hits
     ]
-    result = FoundDocuments(collection_name=collection_name, query=query, documents=documents)
+    result = FoundDocuments(
+        collection_name=collection_name, query=query, documents=documents, truncated=bool(truncated)
+    )
     if not stored:
         return reply(result, f"No documents stored yet in collection {collection_name}: no results.")
     lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
+    lines += [truncated] if truncated else []
     for d in documents:
         passages = "".join(f'<passage start="{p.start}" end="{p.end}">{p.text}</passage>' for p in d.passages)
         lines.append(f'<document id="{d.id}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>')

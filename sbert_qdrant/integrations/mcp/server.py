@@ -138,7 +138,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 f"vectors for mode {mode}: search it with mode dense (the default). Collections this server creates "
                 "with SBERT_QDRANT_LAYOUT=sbert-qdrant have them."
             )
-        await backend.check_length(query, "query", "shorten it")
+        cut = await backend.truncation(query, "query")
         hits = await collection.search_text(
             query,
             limit or settings.search_limit,
@@ -147,7 +147,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, hits)
+        return results.found(collection_name, query, hits, truncated=cut)
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -157,10 +157,13 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     ) -> Annotated[CallToolResult, results.Stored]:
         check_text(information, "information", "give the text to remember")
         collection = await backend.collection(collection_name, write=True)
-        await backend.check_length(information, "information", "store it with qdrant-store-document instead")
+        cut = await backend.truncation(information, "note")
         key = await backend.remember(collection, information, metadata, id)
         text = f"Remembered: {information} in collection {collection_name} (id {key})"
-        return results.reply(results.Stored(collection_name=collection_name, id=key), text)
+        if cut:
+            whole = " (qdrant-store-document searches all of it)" if collection.layout.takes_documents else ""
+            text += f"\n{cut} The whole note is stored{whole}."
+        return results.reply(results.Stored(collection_name=collection_name, id=key, truncated=bool(cut)), text)
 
     async def store_document(
         document: Annotated[str, Field(description="The long text to store (an article, a page, a file's text)")],
@@ -178,8 +181,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         if not collection.layout.takes_documents:
             raise UnsupportedError(
                 f"collection {collection_name!r} is in mcp-server-qdrant's layout (the text under 'document'), "
-                "which has no place for a document's passages; store it in another collection, or store short "
-                "notes with qdrant-store."
+                "which has no place for a document's passages: qdrant-store keeps it whole as one note (its vector "
+                "made from its first tokens), or store it as a document in another collection."
             )
         ids = await collection.upsert_documents(
             [document], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
@@ -200,7 +203,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         collection = await backend.collection(collection_name)
         if not collection.layout.takes_documents or not await collection.exists():
             return results.found_documents(collection_name, query, [], stored=False)
-        await backend.check_length(query, "query", "shorten it")
+        cut = await backend.truncation(query, "query")
         hits = await collection.search_documents(
             query,
             limit or settings.search_limit,
@@ -209,7 +212,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             chunks=passages,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found_documents(collection_name, query, hits)
+        return results.found_documents(collection_name, query, hits, truncated=cut)
 
     async def find_duplicates(
         information: Annotated[str, Field(description="The text whose duplicates (same meaning) to look up")],
@@ -223,9 +226,9 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         collection = await backend.collection(collection_name)
         if not await collection.exists():
             return results.found(collection_name, information, [], stored=False)
-        await backend.check_length(information, "information", "shorten it")
+        cut = await backend.truncation(information, "text")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, cast("list[Hit]", hits))
+        return results.found(collection_name, information, cast("list[Hit]", hits), truncated=cut)
 
     async def delete(
         ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
