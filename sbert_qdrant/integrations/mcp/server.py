@@ -23,6 +23,7 @@ from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, Key, check_text
 from ...types import CountKind, SearchMode
 from . import results
+from .access import auth_options
 from .backend import Backend, encoding_workers
 from .filterable import both, field_filter
 from .protocol import Server, Tool, agent_tool
@@ -95,7 +96,12 @@ def create_server(
         "texts go in as documents (qdrant-store-document; qdrant-find-documents cites their passages)."
     )
     server = Server(
-        "sbert-qdrant", version=__version__, instructions=instructions, lifespan=lifespan, log_level=settings.log_level
+        "sbert-qdrant",
+        version=__version__,
+        instructions=instructions,
+        lifespan=lifespan,
+        log_level=settings.log_level,
+        **auth_options(settings),
     )
     tools = _tools(backend)
     bound = settings.collection_name

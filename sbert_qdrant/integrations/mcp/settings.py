@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ...settings import Settings
@@ -71,6 +71,16 @@ class McpSettings(Settings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         default="INFO", validation_alias=AliasChoices("FASTMCP_LOG_LEVEL", "SBERT_QDRANT_LOG_LEVEL")
     )
+    mcp_token: SecretStr | None = Field(
+        default=None,
+        description="the bearer token every HTTP request (SSE, streamable HTTP) must carry: 'Authorization: Bearer "
+        "<token>' (None: none asked, and the server serves loopback only)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names (or addresses) clients may reach an HTTP server by, beside loopback and this "
+        "machine's names (a JSON list)",
+    )
     vector_name: str | None = Field(
         default=None,
         description="the dense vector's name in existing collections (None: 'text', or mcp-server-qdrant's "
@@ -109,6 +119,8 @@ class McpSettings(Settings):
                 f"QDRANT_LOCAL_PATH={self.local_path!r} and QDRANT_URL={self.safe_url!r} are both set; set one "
                 "(a local-mode folder, or a Qdrant server)."
             )
+        if self.mcp_token is not None and not self.mcp_token.get_secret_value().strip():
+            raise ValueError("SBERT_QDRANT_MCP_TOKEN is set but empty; set it to a secret, or unset it.")
         names = [f.name for f in self.filterable_fields]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
