@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CollectionMismatchError, InvalidArgumentError, StoreInUseError
+from ...errors import CollectionMismatchError, InvalidArgumentError, StoreInUseError, UnsupportedError
 from ...layout import PointLayout, VectorSlot
 from ...records import Key
 from .settings import McpSettings
@@ -182,8 +182,12 @@ class Backend:
                     for key, schema in indexes.items():  # as mcp-server-qdrant indexes them (it does so on create)
                         await opened.create_payload_index(key, schema)
                 self._collections[name] = opened
-        if write:
-            opened.layout.check_writable(name)
+        if write and not opened.layout.writable:
+            raise UnsupportedError(
+                f"collection {name!r} is read in another tool's layout (SBERT_QDRANT_VECTOR_NAME, "
+                "SBERT_QDRANT_TEXT_FIELD): it was written by another tool, and is read-only here; write to it with "
+                "that tool, or store into another collection."
+            )
         return opened
 
     async def _layout(self, name: str, encoder: TextEncoder, engine: dict[str, Any]) -> PointLayout:
@@ -240,12 +244,19 @@ class Backend:
 
     def held(self) -> str:
         """What an agent is told when another process holds the store."""
-        where = (
-            f"the local store {self.settings.local_path} (QDRANT_LOCAL_PATH)"
-            if self.settings.local_path
-            else f"the store {Path(self.settings.location).expanduser()}"
-        )
-        return f"{where} is open in another process; {SHARE}"
+        where = "QDRANT_LOCAL_PATH" if self.settings.local_path else "SBERT_QDRANT_LOCATION"
+        return f"the store the server's {where} names is open in another process; {SHARE}"
+
+    def redact(self, message: str) -> str:
+        """A message for an agent, with the server's data folder named by its setting instead of its path."""
+        settings = self.settings
+        folders = {"QDRANT_LOCAL_PATH": settings.local_path, "SBERT_QDRANT_LOCATION": settings.location}
+        for name, folder in folders.items():
+            if folder:
+                path = Path(folder).expanduser()
+                for shown in sorted({str(path.resolve()), str(path), folder}, key=len, reverse=True):
+                    message = message.replace(shown, f"<{name}>")
+        return message
 
     async def close(self) -> None:
         for collection in self._collections.values():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -34,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--port", type=int, default=None, help="sse, streamable-http: port (default: FASTMCP_PORT or 8000)"
     )
     parser.add_argument(
+        "--env-file",
+        default=None,
+        metavar="PATH",
+        help="read settings from this .env file too (default: none; the environment wins over it)",
+    )
+    parser.add_argument(
         "--token-file",
         default=None,
         metavar="PATH",
@@ -52,8 +59,10 @@ def serve(args: argparse.Namespace) -> int:
         raise UnsupportedError(f"the MCP server needs the mcp extra ({exc}): pip install 'sbert-qdrant[mcp]'.") from exc
     from .settings import McpSettings
 
+    if args.env_file is not None and not Path(args.env_file).is_file():
+        raise InvalidArgumentError(f"--env-file {args.env_file!r} is not a file; name the .env file to read.")
     try:
-        settings = McpSettings()
+        settings = McpSettings() if args.env_file is None else McpSettings(_env_file=args.env_file)  # type: ignore[call-arg]
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
         raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field, StrictInt, StringConstraints, ValidationError
 
 from ... import __version__
 from ...errors import InvalidArgumentError, UnsupportedError
-from ...records import Hit, Key, check_text
+from ...records import Hit, check_text
 from ...types import CountKind, SearchMode
 from . import results
 from .access import auth_options
@@ -43,7 +43,9 @@ Filter = Annotated[
         '"billing"}}]}; in a collection written by mcp-server-qdrant the metadata sits under "metadata.<field>".'
     ),
 ]
-Limit = Annotated[int | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")]
+Limit = Annotated[
+    StrictInt | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")
+]
 Mode = Annotated[
     SearchMode,
     Field(description="dense: by meaning; sparse: by keywords (BM25); hybrid: both, fused"),
@@ -57,8 +59,10 @@ Metadata = Annotated[
     dict[str, Any] | None,
     Field(description="Extra metadata stored along with memorised information. Any json is accepted."),
 ]
+#: An id as an agent gives it: a non-empty string or an integer (strict: ``true`` is not 1).
+AgentKey = Annotated[str, StringConstraints(min_length=1)] | StrictInt
 Id = Annotated[
-    Key | None, Field(description="Your id for it (default: derived from the text, so a repeat is one entry)")
+    AgentKey | None, Field(description="Your id for it (default: derived from the text, so a repeat is one entry)")
 ]
 
 _READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -116,6 +120,7 @@ def create_server(
             fields=settings.field_arguments,
             query_filter=settings.query_filter_offered,
             held=backend.held,
+            redact=backend.redact,
         )
         server.add_agent_tool(fn, name=name, description=description, annotations=hints)
     return server
@@ -137,7 +142,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     ) -> Annotated[CallToolResult, results.Found]:
         collection = await backend.collection(collection_name)
         if not await collection.exists():
-            return results.found(collection_name, query, [], stored=False)
+            return results.found(collection_name, query, [], stored=False, style=settings.results)
         if mode != "dense" and collection.layout.sparse is None:
             raise UnsupportedError(
                 f"collection {collection_name!r} is in {collection.layout.owner}'s layout, which has no BM25 "
@@ -153,7 +158,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, hits, truncated=cut)
+        return results.found(collection_name, query, hits, truncated=cut, style=settings.results)
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -203,7 +208,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         limit: Limit = None,
         mode: Mode = "dense",
         rerank: Rerank = False,
-        passages: Annotated[int, Field(ge=1, le=10, description="Matching passages per document")] = 3,
+        passages: Annotated[StrictInt, Field(ge=1, le=10, description="Matching passages per document")] = 3,
         field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.FoundDocuments]:
         collection = await backend.collection(collection_name)
@@ -231,13 +236,14 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     ) -> Annotated[CallToolResult, results.Found]:
         collection = await backend.collection(collection_name)
         if not await collection.exists():
-            return results.found(collection_name, information, [], stored=False)
+            return results.found(collection_name, information, [], stored=False, style=settings.results)
         cut = await backend.truncation(information, "text")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, cast("list[Hit]", hits), truncated=cut)
+        found = cast("list[Hit]", hits)
+        return results.found(collection_name, information, found, truncated=cut, style=settings.results)
 
     async def delete(
-        ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
+        ids: Annotated[list[AgentKey], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
         collection = await backend.collection(collection_name, write=True)

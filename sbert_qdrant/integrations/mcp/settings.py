@@ -10,6 +10,8 @@ from pydantic_settings import SettingsConfigDict
 from ...settings import Settings
 from .filterable import FilterableField
 
+ResultFormat = Literal["mcp-server-qdrant", "sbert-qdrant"]
+
 DEFAULT_FIND_DESCRIPTION = (
     "Look up memories in Qdrant by meaning. Use this tool when you need to: \n"
     " - Find memories by their content \n"
@@ -25,9 +27,9 @@ class McpSettings(Settings):
     ``FILTERABLE_FIELDS``, ``QDRANT_ALLOW_ARBITRARY_FILTER`` and ``FASTMCP_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` (as
     mcp-server-qdrant reads them) and ``SBERT_QDRANT_*`` (each field's name in upper case)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="SBERT_QDRANT_", env_file=".env", extra="ignore", populate_by_name=True
-    )
+    #: No ``.env`` is read unless asked for (``McpSettings(_env_file=path)``, ``--env-file``), as mcp-server-qdrant
+    #: reads none: an agent app starts the server in whatever folder, whose ``.env`` is some project's.
+    model_config = SettingsConfigDict(env_prefix="SBERT_QDRANT_", env_file=None, extra="ignore", populate_by_name=True)
 
     model: str | None = Field(default=None, validation_alias=AliasChoices("SBERT_QDRANT_MODEL", "EMBEDDING_MODEL"))
     collection_name: str | None = Field(
@@ -95,6 +97,11 @@ class McpSettings(Settings):
         description="the layout of a collection this server creates (None: mcp-server-qdrant's on the engines it "
         "reads, QDRANT_URL and QDRANT_LOCAL_PATH; sbert-qdrant's, with BM25 and documents, on Qdrant Edge)",
     )
+    result_format: ResultFormat | None = Field(
+        default=None,
+        description="the text of qdrant-find's answer: mcp-server-qdrant's JSON array of <entry> strings, or ours, "
+        "<entry> lines with ids and scores (None: theirs where new collections take their layout, else ours)",
+    )
     encode_threads: int | None = Field(
         default=1,
         ge=1,
@@ -138,6 +145,13 @@ class McpSettings(Settings):
         if self.layout is not None:
             return self.layout == "mcp-server-qdrant"
         return bool(self.local_path or self.qdrant_url)
+
+    @property
+    def results(self) -> ResultFormat:
+        """The format of a find's text (``result_format``, see there)."""
+        if self.result_format is not None:
+            return self.result_format
+        return "mcp-server-qdrant" if self.new_in_their_layout else "sbert-qdrant"
 
     @property
     def query_filter_offered(self) -> bool:
