@@ -254,8 +254,8 @@ class Backend:
         for name, folder in folders.items():
             if folder:
                 path = Path(folder).expanduser()
-                for shown in sorted({str(path.resolve()), str(path), folder}, key=len, reverse=True):
-                    message = message.replace(shown, f"<{name}>")
+                for shown in sorted({str(path.resolve()), str(path.absolute())}, key=len, reverse=True):
+                    message = message.replace(shown, f"<{name}>") if len(shown) > 1 else message
         return message
 
     async def close(self) -> None:
