@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import mcp
 import numpy as np
 import pytest
+from child import run_child
 from qdrant_client import QdrantClient, models
 
 from sbert_qdrant import SentenceEncoder
@@ -359,3 +361,5 @@ def test_a_dotenv_file_is_read_only_when_asked_for(tmp_path: Path, monkeypatch: 
     assert (McpSettings().qdrant_url, McpSettings().collection_name) == (None, None)
     asked = McpSettings(_env_file=tmp_path / ".env")  # type: ignore[call-arg]  # what --env-file does
     assert (asked.qdrant_url, asked.collection_name) == ("http://nowhere:1", "from-dotenv")
+    missing = run_child([sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--env-file", "no-such.env"])
+    assert missing.returncode != 0 and "--env-file 'no-such.env' is not a file" in missing.stderr, missing.stderr

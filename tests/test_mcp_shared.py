@@ -148,3 +148,16 @@ async def test_a_token_is_asked_over_http_and_no_address_beyond_loopback_without
     refused = run_child([*command, "--host", "0.0.0.0"], env=env)
     assert refused.returncode != 0
     assert "SBERT_QDRANT_MCP_TOKEN" in refused.stderr and "--token-file" in refused.stderr, refused.stderr
+
+
+def test_the_token_file_holds_the_token_and_an_unusable_one_is_named(tmp_path: Path) -> None:
+    from sbert_qdrant import InvalidArgumentError
+    from sbert_qdrant.integrations.mcp.access import read_token_file
+
+    (tmp_path / "token").write_text("s3cret-token\n")
+    assert read_token_file(str(tmp_path / "token")).get_secret_value() == "s3cret-token"
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(InvalidArgumentError, match=r"--token-file '.*empty' is empty"):
+        read_token_file(str(tmp_path / "empty"))
+    with pytest.raises(InvalidArgumentError, match="cannot be read"):
+        read_token_file(str(tmp_path / "missing"))
