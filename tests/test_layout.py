@@ -55,7 +55,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "collection": {"base", "encoder", "store", "records", "collection"},
     "training": {"base", "encoder", "records", "training"},  # never the store nor a collection
     "testing": {"base", "encoder", "store", "testing"},  # imported by tests and benchmarks only
-    "integrations": ALL_LAYERS - {"cli"},
+    # thin, on the public API only: through the collection, never the store (docs/architecture.md)
+    "integrations": ALL_LAYERS - {"cli", "store"},
     "cli": ALL_LAYERS,
     "root": ALL_LAYERS - {"cli", "integrations", "testing"},  # the core never imports the integrations
 }

@@ -152,6 +152,32 @@ async def test_qdrant_client_engine_lists_its_collections(tiny: SentenceEncoder)
         assert len((await call(client, "qdrant-find", query="car", collection_name="a-notes"))["entries"]) == 2
 
 
+async def test_the_collection_list_and_stored_vectors_through_the_public_door(
+    tmp_path: Path, tiny: SentenceEncoder
+) -> None:
+    """What the server lists and opens collections with: ``list_collections`` (both flavours, Edge and qdrant-client)
+    and ``stored_vectors``, whatever the layout."""
+    from sbert_qdrant import PointLayout, TextCollection
+    from sbert_qdrant.aio import AsyncTextCollection
+    from sbert_qdrant.aio import list_collections as list_async
+    from sbert_qdrant.collection import list_collections
+
+    assert list_collections(location=tmp_path / "nothing") == []
+    for name in ("b", "a"):
+        with TextCollection(name, tiny, location=tmp_path / "edge") as collection:
+            collection.upsert_texts(NOTES)
+    (tmp_path / "edge" / "not-a-collection").mkdir()
+    assert list_collections(location=tmp_path / "edge") == ["a", "b"] == await list_async(location=tmp_path / "edge")
+    client = QdrantClient(":memory:")
+    theirs = TextCollection("m", tiny, client=client, layout=PointLayout.mcp_server_qdrant("all-MiniLM-L6-v2"))
+    assert theirs.stored_vectors() == {}
+    theirs.upsert_texts(NOTES)
+    assert list_collections(client=client) == ["m"] and theirs.stored_vectors() == {"fast-all-minilm-l6-v2": 32}
+    async with AsyncTextCollection("a", tiny, location=tmp_path / "edge") as ours:
+        assert await ours.stored_vectors() == {"text": 32}
+    client.close()
+
+
 @pytest.mark.slow
 async def test_store_find_count_duplicates_delete(tmp_path: Path, default_encoder: SentenceEncoder) -> None:
     async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
@@ -225,9 +251,6 @@ async def test_errors_an_agent_can_act_on(
         await call(client, "qdrant-store", information=NOTES[0], collection_name="notes")
         bad = await error(client, "qdrant-find", query="x", collection_name="notes", query_filter={"must": 3})
         assert "query_filter is not a Qdrant filter" in bad
-        long = await error(client, "qdrant-store", information=abstracts[0]["text"], collection_name="notes")
-        assert "tokens long" in long and "qdrant-store-document" in long
-        assert "tokens long" in await error(client, "qdrant-find", query=abstracts[0]["text"], collection_name="notes")
         assert "SBERT_QDRANT_RERANK_MODEL" in await error(
             client, "qdrant-find", query="x", collection_name="notes", rerank=True
         )
@@ -237,6 +260,29 @@ async def test_errors_an_agent_can_act_on(
         assert "limit" in await error(client, "qdrant-find", query="x", collection_name="notes", limit=0)
         assert "is not valid" in await error(client, "qdrant-store", information=NOTES[1], collection_name="bad name/")
         assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 1  # nothing written
+
+
+@pytest.mark.slow
+async def test_a_note_or_query_longer_than_the_model_reads_is_taken_and_said(
+    tmp_path: Path, default_encoder: SentenceEncoder, abstracts: list[dict[str, str]]
+) -> None:
+    """Never refused: a long note is one point holding all of it, its vector made from what the model reads, and
+    the answer says so (and where all of it is searched); a long query is searched by its first tokens, said too."""
+    long = abstracts[0]["text"]
+    async with mcp.Client(create_server(edge(tmp_path), encoder=default_encoder)) as client:
+        for text in NOTES:
+            await call(client, "qdrant-store", information=text, collection_name="notes")
+        result = await client.call_tool("qdrant-store", {"information": long, "collection_name": "notes"})
+        assert not result.is_error and result.structured_content["truncated"]
+        said = result.content[0].text
+        assert "tokens long and the model reads 254" in said and "qdrant-store-document" in said, said
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 4
+        found = await call(client, "qdrant-find", query=abstracts[0]["title"], collection_name="notes")
+        assert found["entries"][0]["text"] == long and not found["truncated"]
+        result = await client.call_tool("qdrant-find", {"query": long, "collection_name": "notes"})
+        assert not result.is_error and result.structured_content["truncated"]
+        assert result.structured_content["entries"][0]["text"] == long
+        assert "The query is" in result.content[0].text and "its first 254 tokens" in result.content[0].text
 
 
 @pytest.mark.slow

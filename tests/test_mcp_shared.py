@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp
 import pytest
-from child import Child
+from child import Child, run_child
 from mcp.client.sse import sse_client
 
 from sbert_qdrant.integrations.mcp import McpSettings, create_server
@@ -101,3 +104,60 @@ async def test_two_clients_store_and_find_concurrently_on_one_shared_server(
             counted = await client.call_tool("qdrant-count", {})
     assert found == [notes["a"], notes["b"]]
     assert counted.structured_content["count"] == 4
+
+
+_INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+}
+
+
+async def test_a_token_is_asked_over_http_and_no_address_beyond_loopback_without_one(tmp_path: Path) -> None:
+    """With ``SBERT_QDRANT_MCP_TOKEN`` set, a request without ``Authorization: Bearer <token>`` (or with another
+    token) is refused with 401 and one with it answered; without a token the server will not listen beyond
+    loopback, and says how to set one; the Host check stays on; Ctrl-C ends it at once."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SBERT_QDRANT_LOCATION": str(tmp_path / "store"),
+        "FASTMCP_PORT": str(port),
+        "SBERT_QDRANT_MCP_TOKEN": "s3cret-token",
+        "SBERT_QDRANT_PRELOAD": "false",
+    }
+    command = [sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--transport", "streamable-http"]
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    url = f"http://127.0.0.1:{port}/mcp"
+    with Child(command, env=env) as server:
+        server.wait_for(f"http://127.0.0.1:{port}", stream="stderr")
+        async with httpx.AsyncClient(timeout=30) as http:
+            assert (await http.post(url, json=_INITIALIZE, headers=headers)).status_code == 401
+            wrong = {**headers, "Authorization": "Bearer s3cret-tokeN"}
+            assert (await http.post(url, json=_INITIALIZE, headers=wrong)).status_code == 401
+            right = {**headers, "Authorization": "Bearer s3cret-token"}
+            answered = await http.post(url, json=_INITIALIZE, headers=right)
+            assert answered.status_code == 200 and "sbert-qdrant" in answered.text
+            forged = await http.post(url, json=_INITIALIZE, headers={**right, "Host": "evil.example"})
+            assert forged.status_code == 421
+            sent = time.monotonic()
+            server.process.send_signal(signal.SIGINT)
+            ended = await asyncio.to_thread(server.finish)
+        assert ended.returncode == 0 and time.monotonic() - sent < 5, ended.stderr[-2000:]  # Ctrl-C: out at once
+    del env["SBERT_QDRANT_MCP_TOKEN"]
+    refused = run_child([*command, "--host", "0.0.0.0"], env=env)
+    assert refused.returncode != 0
+    assert "SBERT_QDRANT_MCP_TOKEN" in refused.stderr and "--token-file" in refused.stderr, refused.stderr
+
+
+def test_the_token_file_holds_the_token_and_an_unusable_one_is_named(tmp_path: Path) -> None:
+    from sbert_qdrant import InvalidArgumentError
+    from sbert_qdrant.integrations.mcp.access import read_token_file
+
+    (tmp_path / "token").write_text("s3cret-token\n")
+    assert read_token_file(str(tmp_path / "token")).get_secret_value() == "s3cret-token"
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(InvalidArgumentError, match=r"--token-file '.*empty' is empty"):
+        read_token_file(str(tmp_path / "empty"))
+    with pytest.raises(InvalidArgumentError, match="cannot be read"):
+        read_token_file(str(tmp_path / "missing"))

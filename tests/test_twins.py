@@ -41,6 +41,7 @@ DOCUMENTED = {
     "create_payload_index",
     "optimize",
     "exists",
+    "stored_vectors",
     "delete_collection",
     "close",
 }

@@ -20,7 +20,7 @@ from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
 from ..store import RetryPolicy
-from ..store.factory import open_async_store
+from ..store.factory import async_collection_names, open_async_store
 from ..store.protocol_async import AsyncVectorStore
 from ..types import (
     COUNT_KINDS,
@@ -43,7 +43,7 @@ from .reembed_async import point_alias, reembed_into
 from .schema import CollectionSettings
 from .texts_async import AsyncTexts
 
-__all__ = ["AsyncTextCollection", "DuplicatePair"]
+__all__ = ["AsyncTextCollection", "DuplicatePair", "list_collections"]
 
 
 class AsyncTextCollection:
@@ -147,6 +147,12 @@ class AsyncTextCollection:
     async def exists(self) -> bool:
         """Whether the collection exists in the engine."""
         return await self._ctx.store.describe(self.collection_name) is not None
+
+    async def stored_vectors(self) -> dict[str, int]:
+        """The stored collection's dense (and multivector) vectors by name, with their sizes, whatever layout this
+        instance was opened with ({} when it does not exist yet): what to open a collection of unknown origin with."""
+        existing = await self._ctx.store.describe(self.collection_name)
+        return {} if existing is None else {name: spec.size for name, spec in sorted(existing.vectors.items())}
 
     async def create(self) -> None:
         """Create the collection now, as the first write would (the encoder's size, BM25, payload indexes), where
@@ -497,3 +503,20 @@ class AsyncTextCollection:
         """The most similar pairs of stored texts (paraphrase mining), best first, each text's ``top_k`` best;
         ``block_size`` texts are compared with all at a time (memory: ``block_size`` x texts scores)."""
         return await self._texts.mine_duplicates(threshold, top_k, limit, block_size)
+
+
+async def list_collections(
+    location: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    client: AsyncQdrantClient | None = None,
+    *,
+    settings: Settings | None = None,
+) -> list[str]:
+    """The names of the collections on an engine, sorted; the engine is chosen as ``AsyncTextCollection`` chooses it
+    (with none given: ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``). A client given is left open."""
+    store = open_async_store(location, url, api_key, client, settings)
+    try:
+        return await async_collection_names(store)
+    finally:
+        await store.close()

@@ -22,7 +22,7 @@ from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
 from ..store import RetryPolicy
-from ..store.factory import open_store
+from ..store.factory import collection_names, open_store
 from ..store.protocol_sync import VectorStore
 from ..types import (
     COUNT_KINDS,
@@ -45,7 +45,7 @@ from .reembed_sync import point_alias, reembed_into
 from .schema import CollectionSettings
 from .texts_sync import Texts
 
-__all__ = ["DuplicatePair", "TextCollection"]
+__all__ = ["DuplicatePair", "TextCollection", "list_collections"]
 
 
 class TextCollection:
@@ -149,6 +149,12 @@ class TextCollection:
     def exists(self) -> bool:
         """Whether the collection exists in the engine."""
         return self._ctx.store.describe(self.collection_name) is not None
+
+    def stored_vectors(self) -> dict[str, int]:
+        """The stored collection's dense (and multivector) vectors by name, with their sizes, whatever layout this
+        instance was opened with ({} when it does not exist yet): what to open a collection of unknown origin with."""
+        existing = self._ctx.store.describe(self.collection_name)
+        return {} if existing is None else {name: spec.size for name, spec in sorted(existing.vectors.items())}
 
     def create(self) -> None:
         """Create the collection now, as the first write would (the encoder's size, BM25, payload indexes), where
@@ -499,3 +505,20 @@ class TextCollection:
         """The most similar pairs of stored texts (paraphrase mining), best first, each text's ``top_k`` best;
         ``block_size`` texts are compared with all at a time (memory: ``block_size`` x texts scores)."""
         return self._texts.mine_duplicates(threshold, top_k, limit, block_size)
+
+
+def list_collections(
+    location: str | os.PathLike[str] | None = None,
+    url: str | None = None,
+    api_key: str | None = None,
+    client: QdrantClient | None = None,
+    *,
+    settings: Settings | None = None,
+) -> list[str]:
+    """The names of the collections on an engine, sorted; the engine is chosen as ``TextCollection`` chooses it
+    (with none given: ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``). A client given is left open."""
+    store = open_store(location, url, api_key, client, settings)
+    try:
+        return collection_names(store)
+    finally:
+        store.close()

@@ -1,13 +1,15 @@
-"""Pick the engine: an explicit client, a server URL, an Edge folder, or else the environment's settings."""
+"""Pick the engine (an explicit client, a server URL, an Edge folder, or else the environment's settings) and list
+its collections."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..settings import Settings
 from .client_async import AsyncClientStore
 from .client_sync import ClientStore
@@ -105,3 +107,26 @@ def open_async_store(
 ) -> AsyncVectorStore:
     """``open_store`` for asyncio: an AsyncQdrantClient, or Qdrant Edge with its calls in a worker thread."""
     return _open("async", location, url, api_key, client, settings, retry, store)
+
+
+def collection_names(store: VectorStore) -> list[str]:
+    """The names of the collections on the store's engine, sorted: a Qdrant Edge folder's, or qdrant-client's."""
+    if isinstance(store, EdgeStore):
+        if not store.location.is_dir():
+            return []
+        folders = (p.name for p in store.location.iterdir() if p.is_dir())
+        return sorted(name for name in folders if store.describe(name) is not None)
+    if isinstance(store, ClientStore):
+        found = store.retry.call("get_collections()", store.client.get_collections)
+        return sorted(c.name for c in found.collections)
+    raise UnsupportedError(f"{type(store).__name__} cannot list its collections; open Qdrant Edge or qdrant-client.")
+
+
+async def async_collection_names(store: AsyncVectorStore) -> list[str]:
+    """``collection_names`` for asyncio (Qdrant Edge's folder read in a worker thread)."""
+    if isinstance(store, ThreadedStore):
+        return await asyncio.to_thread(collection_names, store.store)
+    if isinstance(store, AsyncClientStore):
+        found = await store.retry.acall("get_collections()", store.client.get_collections)
+        return sorted(c.name for c in found.collections)
+    raise UnsupportedError(f"{type(store).__name__} cannot list its collections; open Qdrant Edge or qdrant-client.")

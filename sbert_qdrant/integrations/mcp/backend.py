@@ -1,6 +1,6 @@
 """What the tools share: the engine, the encoder (loaded once, in the background or on first use) and one open
-collection per name, each opened in its own layout (ours, or mcp-server-qdrant's, or the one the settings name).
-A collection in mcp-server-qdrant's layout is written here the way it writes it (``anchor.py``).
+``AsyncTextCollection`` per name, each in its layout (ours, mcp-server-qdrant's, or the one the settings name), through
+which every note is written and read.
 
 The encoder, the collections and qdrant-client are imported on first use (the model's in its loading thread), so
 that the server answers ``initialize`` and ``tools/list`` without waiting for torch.
@@ -14,14 +14,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...errors import (
-    CollectionMismatchError,
-    InvalidArgumentError,
-    InvalidInputError,
-    StoreInUseError,
-)
-from ...records import KEY_KEY, TEXT_KEY, Key, check_payload, point_id, text_id
-from .anchor import ANCHOR_METADATA_FIELD, ANCHOR_TEXT_FIELD, Layout, anchor_vector_name
+from ...errors import CollectionMismatchError, InvalidArgumentError, StoreInUseError, UnsupportedError
+from ...layout import PointLayout, VectorSlot
+from ...records import Key
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -30,7 +25,6 @@ if TYPE_CHECKING:
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
-    from ...store import AsyncVectorStore
 
 #: What an agent is told when another process holds the store.
 SHARE = (
@@ -94,9 +88,6 @@ class Backend:
         self._cross = _Once(self._load_cross_encoder, cross_encoder)
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
-        #: Each open collection's engine (its own: closing the collection closes it) and layout.
-        self._stores: dict[str, AsyncVectorStore] = {}
-        self._layouts: dict[str, Layout] = {}
         self._opening = asyncio.Lock()
 
     @property
@@ -123,22 +114,28 @@ class Backend:
             )
         return CrossEncoder.load(name, device=self.settings.device, precision=self.settings.precision)
 
-    async def check_length(self, text: str, what: str, fix: str) -> None:
-        """Refuse a text longer than the model reads (it would be cut silently), naming its length and the fix."""
+    async def truncation(self, text: str, what: str) -> str:
+        """What an agent is told of a text longer than the model reads ("" when it is not): its vector is made from
+        its first tokens (as FastEmbed, mcp-server-qdrant's embedder, truncates), so the rest is not searched."""
         from ...protocols import DocumentEncoder
 
         encoder = await self._encoder.get()
-        if isinstance(encoder, DocumentEncoder):
-            tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
-            if tokens > limit:
-                raise InvalidInputError(f"{what} is {tokens} tokens long and the model reads {limit}; {fix}.")
+        if not isinstance(encoder, DocumentEncoder):
+            return ""
+        tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
+        if tokens <= limit:
+            return ""
+        return (
+            f"The {what} is {tokens} tokens long and the model reads {limit}: its vector was made from its first "
+            f"{limit} tokens."
+        )
 
     async def cross_encoder(self) -> CrossEncoder:
         cross: CrossEncoder = await self._cross.get()
         return cross
 
     def _qdrant_client(self) -> AsyncQdrantClient | None:
-        """The qdrant-client engine, when the settings name one (None: Qdrant Edge)."""
+        """The one qdrant-client every collection shares, when the settings name one (None: Qdrant Edge)."""
         from qdrant_client import AsyncQdrantClient
 
         settings = self.settings
@@ -156,133 +153,130 @@ class Backend:
             self._client = AsyncQdrantClient(url=settings.qdrant_url, api_key=key, timeout=int(settings.timeout))
         return self._client
 
-    async def collection_names(self) -> list[str]:
+    def _engine(self) -> dict[str, Any]:
+        """The engine as the collections' public door takes it: the shared client, else the Qdrant Edge folder."""
         client = self._qdrant_client()
-        if client is not None:
-            return sorted(c.name for c in (await client.get_collections()).collections)
-        from ...store import EdgeStore
+        return {"client": client} if client is not None else {"location": self.settings.location}
 
-        location = Path(self.settings.location).expanduser()
-        if not location.is_dir():
-            return []
-        edge = EdgeStore(location)
-        return sorted(p.name for p in location.iterdir() if p.is_dir() and edge.describe(p.name) is not None)
+    async def collection_names(self) -> list[str]:
+        from ...aio import list_collections
 
-    async def collection(self, name: str, *, write: bool = False) -> tuple[AsyncTextCollection, Layout]:
-        """The collection ``name``, opened once, and its layout; ``write``: it must be writable here (ours, or
+        return await list_collections(**self._engine(), settings=self.settings)
+
+    async def collection(self, name: str, *, write: bool = False) -> AsyncTextCollection:
+        """The collection ``name``, opened once in its layout; ``write``: it must be writable here (ours, or
         mcp-server-qdrant's)."""
         from ...aio import AsyncTextCollection
-        from ...store.factory import open_async_store
 
         async with self._opening:
             opened = self._collections.get(name)
             if opened is None:
                 encoder: TextEncoder = await self._encoder.get()
-                client = self._qdrant_client()
-                store = (
-                    open_async_store(client=client, settings=self.settings)
-                    if client is not None
-                    else open_async_store(location=self.settings.location, settings=self.settings)
-                )
-                try:
-                    layout = await self._layout(name, store)
-                except BaseException:
-                    await store.close()
-                    raise
-                indexes = {layout.key(f.name): f.index_schema() for f in self.settings.filterable_fields}
+                engine = self._engine()
+                layout = await self._layout(name, encoder, engine)
+                indexes = {layout.field_key(f.name): f.index_schema() for f in self.settings.filterable_fields}
                 opened = AsyncTextCollection(
-                    name,
-                    encoder,
-                    store=store,
-                    vector_name=layout.vector_name,
-                    text_field=layout.text_field,
-                    payload_indexes=indexes or None,
-                    settings=self.settings,
+                    name, encoder, **engine, layout=layout, payload_indexes=indexes or None, settings=self.settings
                 )
                 if indexes and not self.settings.read_only and await opened.exists():
                     for key, schema in indexes.items():  # as mcp-server-qdrant indexes them (it does so on create)
                         await opened.create_payload_index(key, schema)
-                self._collections[name], self._stores[name], self._layouts[name] = opened, store, layout
-        layout = self._layouts[name]
-        if write and not layout.anchor:
-            opened.layout.check_writable(name)
-        return opened, layout
+                self._collections[name] = opened
+        if write and not opened.layout.writable:
+            raise UnsupportedError(
+                f"collection {name!r} is read in another tool's layout (SBERT_QDRANT_VECTOR_NAME, "
+                "SBERT_QDRANT_TEXT_FIELD): it was written by another tool, and is read-only here; write to it with "
+                "that tool, or store into another collection."
+            )
+        return opened
 
-    async def _layout(self, name: str, store: AsyncVectorStore) -> Layout:
-        """The settings' layout, else mcp-server-qdrant's where it wrote the collection (its ``fast-<model>``
-        vector, refused when that is another model's), else ours."""
+    async def _layout(self, name: str, encoder: TextEncoder, engine: dict[str, Any]) -> PointLayout:
+        """The layout the settings name; else the stored collection's: mcp-server-qdrant's where it has the
+        ``fast-<model>`` vector (refused when that is another model's), ours where it has ``text``; a collection not
+        created yet gets the one ``McpSettings.new_in_their_layout`` says."""
+        from ...aio import AsyncTextCollection
         from ...encoder import DEFAULT_MODEL
 
         settings = self.settings
         if settings.vector_name is not None or settings.text_field is not None:
-            return Layout(settings.vector_name or "text", settings.text_field or TEXT_KEY)
-        existing = await store.describe(name)
-        if existing is None or "text" in existing.vectors:
-            return Layout("text")
+            return PointLayout.foreign(
+                "text" if settings.vector_name is None else settings.vector_name, settings.text_field or "text"
+            )
+        probe = AsyncTextCollection(name, encoder, **engine, settings=settings)
+        try:
+            stored = await probe.stored_vectors()
+        finally:
+            await probe.close()
         model = settings.model or DEFAULT_MODEL
-        wanted = anchor_vector_name(model)
-        if wanted in existing.vectors:
-            return Layout(wanted, ANCHOR_TEXT_FIELD, ANCHOR_METADATA_FIELD)
-        theirs = sorted(v for v in existing.vectors if v.startswith("fast-"))
-        if theirs:
+        theirs, ours = PointLayout.mcp_server_qdrant(model), PointLayout.ours(VectorSlot("text"))
+        wanted = theirs.primary.name
+        if not stored:
+            return theirs if settings.new_in_their_layout else ours
+        if wanted in stored:
+            return theirs
+        if ours.primary.name in stored:
+            return ours
+        fast = sorted(v for v in stored if v.startswith("fast-"))
+        if fast:
             raise CollectionMismatchError(
-                f"collection {name!r} was written by mcp-server-qdrant with the model {theirs[0].removeprefix('fast-')}"
-                f" (its vector {theirs[0]!r}), and this server encodes with {model} (vector {wanted!r}): their "
+                f"collection {name!r} was written by mcp-server-qdrant with the model {fast[0].removeprefix('fast-')}"
+                f" (its vector {fast[0]!r}), and this server encodes with {model} (vector {wanted!r}): their "
                 "vectors are not comparable. Start this server with EMBEDDING_MODEL set to the model that wrote the "
                 "collection, or use another collection."
             )
-        return Layout("text")
+        raise CollectionMismatchError(
+            f"collection {name!r} holds the vectors {sorted(stored)}, none of which this server writes ('text', or "
+            f"mcp-server-qdrant's {wanted!r}); to read it, set SBERT_QDRANT_VECTOR_NAME to its vector and "
+            "SBERT_QDRANT_TEXT_FIELD to the payload field of its text, or use another collection."
+        )
 
-    async def store_anchor(self, name: str, text: str, metadata: dict[str, Any] | None, key: Key | None) -> Key:
-        """Store a note in mcp-server-qdrant's layout: the text under ``document``, the metadata under ``metadata``.
-        The id is the caller's, else that of a point already holding this very text (its id left alone), else the
-        one derived from the text: stored twice, one point."""
-        import numpy as np
-        from qdrant_client import models
-
-        from ...store.base import PointVectors
-
-        checked = check_payload({ANCHOR_METADATA_FIELD: metadata}, "metadata")
-        store, layout = self._stores[name], self._layouts[name]
-        payload: dict[str, Any] = {ANCHOR_TEXT_FIELD: text, **checked}
-        if key is not None:
-            target: Key = key
-            payload[KEY_KEY] = key
-        else:
-            same = models.FieldCondition(key=ANCHOR_TEXT_FIELD, match=models.MatchValue(value=text))
-            target = text_id(text)
-            async for page in store.scroll(name, layout.vector_name, False, 1, models.Filter(must=[same])):
-                target = page[0].id if page else target
-                break
-        encoder: TextEncoder = await self._encoder.get()
-        vectors = await asyncio.to_thread(encoder.encode_document, [text])
-        dense = PointVectors({layout.vector_name: np.asarray(vectors, dtype=np.float32)})
-        await store.upsert(name, [point_id(target)], dense, [payload], True)
-        return target
-
-    async def delete_anchor(self, name: str, keys: list[Key]) -> int:
-        """Delete points of a collection in mcp-server-qdrant's layout by id; how many existed."""
-        store, layout = self._stores[name], self._layouts[name]
-        points = list(dict.fromkeys(point_id(k) for k in keys))
-        existed = len(await store.retrieve(name, layout.vector_name, points, False))
-        await store.delete(name, points, None, True)
-        return existed
+    async def remember(
+        self, collection: AsyncTextCollection, text: str, metadata: dict[str, Any] | None, key: Key | None
+    ) -> Key:
+        """Store a note; its id: ``key``, else (in mcp-server-qdrant's layout, whose points have random ids) that of
+        a point already holding this very text, else the one derived from the text: stored twice, one point."""
+        if key is None and collection.layout.owner == "mcp-server-qdrant":
+            key = await _holding(collection, text)
+        ids = await collection.upsert_texts(
+            [text], ids=None if key is None else [key], payloads=[metadata], show_progress_bar=False
+        )
+        return ids[0]
 
     def held(self) -> str:
         """What an agent is told when another process holds the store."""
-        where = (
-            f"the local store {self.settings.local_path} (QDRANT_LOCAL_PATH)"
-            if self.settings.local_path
-            else f"the store {Path(self.settings.location).expanduser()}"
-        )
-        return f"{where} is open in another process; {SHARE}"
+        where = "QDRANT_LOCAL_PATH" if self.settings.local_path else "SBERT_QDRANT_LOCATION"
+        return f"the store the server's {where} names is open in another process; {SHARE}"
+
+    def redact(self, message: str) -> str:
+        """A message for an agent, with the server's data folder named by its setting instead of its path."""
+        settings = self.settings
+        folders = {"QDRANT_LOCAL_PATH": settings.local_path, "SBERT_QDRANT_LOCATION": settings.location}
+        for name, folder in folders.items():
+            if folder:
+                path = Path(folder).expanduser()
+                for shown in sorted({str(path.resolve()), str(path.absolute())}, key=len, reverse=True):
+                    message = message.replace(shown, f"<{name}>") if len(shown) > 1 else message
+        return message
 
     async def close(self) -> None:
         for collection in self._collections.values():
             await collection.close()
         self._collections.clear()
-        self._stores.clear()
-        self._layouts.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+async def _holding(collection: AsyncTextCollection, text: str) -> Key | None:
+    """The id of a stored point holding this very text, if any."""
+    from qdrant_client import models
+
+    if not await collection.exists():
+        return None
+    same = models.Filter(
+        must=[models.FieldCondition(key=collection.layout.text_field, match=models.MatchValue(value=text))]
+    )
+    if not await collection.count(same):
+        return None
+    found = await collection.search_text(text, 1, same)
+    return found[0].id if found else None

@@ -6,6 +6,9 @@ The SDK is imported when the server starts, so the rest of the command line work
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,6 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=int, default=None, help="sse, streamable-http: port (default: FASTMCP_PORT or 8000)"
     )
+    parser.add_argument(
+        "--env-file",
+        default=None,
+        metavar="PATH",
+        help="read settings from this .env file too (default: none; the environment wins over it)",
+    )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="sse, streamable-http: a file holding the bearer token clients must send (default: "
+        "SBERT_QDRANT_MCP_TOKEN; none: loopback only)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -43,15 +59,36 @@ def serve(args: argparse.Namespace) -> int:
         raise UnsupportedError(f"the MCP server needs the mcp extra ({exc}): pip install 'sbert-qdrant[mcp]'.") from exc
     from .settings import McpSettings
 
+    if args.env_file is not None and not Path(args.env_file).is_file():
+        raise InvalidArgumentError(f"--env-file {args.env_file!r} is not a file; name the .env file to read.")
     try:
-        settings = McpSettings()
+        settings = McpSettings() if args.env_file is None else McpSettings(_env_file=args.env_file)  # type: ignore[call-arg]
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
         raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc
-    server = create_server(settings)
     if args.transport == "stdio":
-        server.run("stdio")
-    else:
-        host = settings.host if args.host is None else args.host
-        server.run(args.transport, host=host, port=settings.port if args.port is None else args.port)
+        create_server(settings).run("stdio")
+        return 0
+    from .access import check_exposure, read_token_file, transport_security
+
+    if args.token_file is not None:
+        settings = settings.model_copy(update={"mcp_token": read_token_file(args.token_file)})
+    host = settings.host if args.host is None else args.host
+    check_exposure(host, settings)
+    server = create_server(settings)
+    app = (server.sse_app if args.transport == "sse" else server.streamable_http_app)(
+        transport_security=transport_security(host, settings), host=host
+    )
+    _serve(app, host, settings.port if args.port is None else args.port, settings.log_level)
     return 0
+
+
+def _serve(app: Any, host: str, port: int, log_level: str) -> None:
+    """The SDK's app under uvicorn, as the SDK serves it, except that Ctrl-C ends open streams after one second
+    instead of waiting for clients to hang up."""
+    import anyio
+    import uvicorn
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level.lower(), timeout_graceful_shutdown=1)
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the Ctrl-C it stopped on again: a clean exit
+        anyio.run(uvicorn.Server(config).serve)

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 
 from ...errors import SbertQdrantError, StoreInUseError
-from .anchor import FilterableField
+from .filterable import FilterableField
 
 Tool = Callable[..., Awaitable[CallToolResult]]
 
@@ -67,10 +67,11 @@ def agent_tool(
     fields: dict[str, FilterableField],
     query_filter: bool,
     held: Callable[[], str],
+    redact: Callable[[str], str],
 ) -> Tool:
     """The tool as the protocol shows it: ``collection_name`` fixed to ``bound`` (when given), ``query_filter``
     left out unless offered, one argument per filterable field (for tools that filter), and the failures an agent
-    can act on raised as tool errors (the SDK hides other exceptions' text)."""
+    can act on raised as tool errors (the SDK hides other exceptions' text), the data folder named by its setting."""
     signature = inspect.signature(tool, eval_str=True)
     takes_fields = FIELD_VALUES in signature.parameters
     drop = {FIELD_VALUES} | ({"collection_name"} if bound is not None else set())
@@ -92,7 +93,7 @@ def agent_tool(
         except StoreInUseError as exc:
             raise ToolError(held()) from exc
         except (SbertQdrantError, OSError) as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(redact(str(exc))) from exc
 
     run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     return run

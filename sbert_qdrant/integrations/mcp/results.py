@@ -1,8 +1,10 @@
 """What the tools return: structured content (the models here, published as each tool's output schema) and the same
-as readable text (entries in mcp-server-qdrant's ``<entry>`` format, so prompts written for it keep working)."""
+as readable text (``<entry>`` lines, or mcp-server-qdrant's own JSON array of them, so prompts written for it keep
+working), every stored text escaped."""
 
 from __future__ import annotations
 
+import html
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +13,7 @@ from pydantic import BaseModel
 
 from ...records import Key
 from ...types import CountKind
+from .settings import ResultFormat
 
 if TYPE_CHECKING:
     from ...documents import DocumentHit
@@ -27,11 +30,13 @@ class Entry(BaseModel):
 
 
 class Found(BaseModel):
-    """The texts found for a query, best first."""
+    """The texts found for a query, best first; ``truncated``: the query was longer than the model reads, and was
+    searched by its first tokens."""
 
     collection_name: str
     query: str
     entries: list[Entry]
+    truncated: bool = False
 
 
 class Passage(BaseModel):
@@ -58,13 +63,16 @@ class FoundDocuments(BaseModel):
     collection_name: str
     query: str
     documents: list[FoundDocument]
+    truncated: bool = False
 
 
 class Stored(BaseModel):
-    """A stored text or document: its id (storing the same text again, or another under this id, replaces it)."""
+    """A stored text or document: its id (storing the same text again, or another under this id, replaces it);
+    ``truncated``: a note longer than the model reads, kept whole, its vector made from its first tokens."""
 
     collection_name: str
     id: Key
+    truncated: bool = False
 
 
 class Deleted(BaseModel):
@@ -89,19 +97,37 @@ def _nothing_yet(collection_name: str) -> str:
     return f"Nothing stored yet in collection {collection_name}: no results."
 
 
-def found(collection_name: str, query: str, hits: list[Hit], *, stored: bool = True) -> CallToolResult:
-    """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error."""
+def found(
+    collection_name: str,
+    query: str,
+    hits: list[Hit],
+    *,
+    stored: bool = True,
+    truncated: str = "",
+    style: ResultFormat = "sbert-qdrant",
+) -> CallToolResult:
+    """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error;
+    ``truncated``: what to say of a query longer than the model reads; ``style``: the text's format, ours (lines,
+    an ``<entry>`` with id and score each) or mcp-server-qdrant's (a JSON array of strings, no content at all when
+    nothing is found). Stored texts are escaped in either, so that none can forge an entry."""
     entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
-    result = Found(collection_name=collection_name, query=query, entries=entries)
+    result = Found(collection_name=collection_name, query=query, entries=entries, truncated=bool(truncated))
+    if style == "mcp-server-qdrant":
+        if not entries:
+            return CallToolResult(content=[], structured_content=result.model_dump(mode="json"))
+        theirs = [f"Results for the query '{query}'", *([truncated] if truncated else [])]
+        theirs += [f"<entry><content>{_escaped(e.text or '')}</content>{_metadata(e.payload)}</entry>" for e in entries]
+        return reply(result, json.dumps(theirs, ensure_ascii=False, indent=2))
     if not stored:
         return reply(result, _nothing_yet(collection_name))
     lines = [f"Results for the query {query!r}" if entries else f"No results for the query {query!r}"]
+    lines += [truncated] if truncated else []
     lines += [_entry(e.id, e.score, e.text or "", e.payload) for e in entries]
     return reply(result, "\n".join(lines))
 
 
 def found_documents(
-    collection_name: str, query: str, hits: list[DocumentHit], *, stored: bool = True
+    collection_name: str, query: str, hits: list[DocumentHit], *, stored: bool = True, truncated: str = ""
 ) -> CallToolResult:
     documents = [
         FoundDocument(
@@ -112,22 +138,35 @@ def found_documents(
         )
         for h in hits
     ]
-    result = FoundDocuments(collection_name=collection_name, query=query, documents=documents)
+    result = FoundDocuments(
+        collection_name=collection_name, query=query, documents=documents, truncated=bool(truncated)
+    )
     if not stored:
         return reply(result, f"No documents stored yet in collection {collection_name}: no results.")
     lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
+    lines += [truncated] if truncated else []
     for d in documents:
-        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{p.text}</passage>' for p in d.passages)
-        lines.append(f'<document id="{d.id}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>')
+        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{_escaped(p.text)}</passage>' for p in d.passages)
+        lines.append(
+            f'<document id="{_escaped(d.id, True)}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>'
+        )
     return reply(result, "\n".join(lines))
 
 
 def _entry(key: Key, score: float, text: str, payload: dict[str, Any]) -> str:
-    return f'<entry id="{key}" score="{score:.4f}"><content>{text}</content>{_metadata(payload)}</entry>'
+    return (
+        f'<entry id="{_escaped(key, True)}" score="{score:.4f}"><content>{_escaped(text)}</content>'
+        f"{_metadata(payload)}</entry>"
+    )
 
 
 def _metadata(payload: dict[str, Any]) -> str:
-    return f"<metadata>{json.dumps(payload, ensure_ascii=False) if payload else ''}</metadata>"
+    return f"<metadata>{_escaped(json.dumps(payload, ensure_ascii=False)) if payload else ''}</metadata>"
+
+
+def _escaped(value: object, attribute: bool = False) -> str:
+    """``&``, ``<`` and ``>`` (and quotes in an attribute) escaped: a stored text cannot close its entry."""
+    return html.escape(str(value), quote=attribute)
 
 
 def reply(result: BaseModel, text: str) -> CallToolResult:

@@ -16,15 +16,16 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field, StrictInt, StringConstraints, ValidationError
 
 from ... import __version__
 from ...errors import InvalidArgumentError, UnsupportedError
-from ...records import Hit, Key, check_text
+from ...records import Hit, check_text
 from ...types import CountKind, SearchMode
 from . import results
-from .anchor import both, field_filter
+from .access import auth_options
 from .backend import Backend, encoding_workers
+from .filterable import both, field_filter
 from .protocol import Server, Tool, agent_tool
 from .settings import McpSettings
 
@@ -42,7 +43,9 @@ Filter = Annotated[
         '"billing"}}]}; in a collection written by mcp-server-qdrant the metadata sits under "metadata.<field>".'
     ),
 ]
-Limit = Annotated[int | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")]
+Limit = Annotated[
+    StrictInt | None, Field(ge=1, le=100, description="How many results (default: the server's search limit)")
+]
 Mode = Annotated[
     SearchMode,
     Field(description="dense: by meaning; sparse: by keywords (BM25); hybrid: both, fused"),
@@ -56,8 +59,10 @@ Metadata = Annotated[
     dict[str, Any] | None,
     Field(description="Extra metadata stored along with memorised information. Any json is accepted."),
 ]
+#: An id as an agent gives it: a non-empty string or an integer (strict: ``true`` is not 1).
+AgentKey = Annotated[str, StringConstraints(min_length=1)] | StrictInt
 Id = Annotated[
-    Key | None, Field(description="Your id for it (default: derived from the text, so a repeat is one entry)")
+    AgentKey | None, Field(description="Your id for it (default: derived from the text, so a repeat is one entry)")
 ]
 
 _READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
@@ -95,7 +100,12 @@ def create_server(
         "texts go in as documents (qdrant-store-document; qdrant-find-documents cites their passages)."
     )
     server = Server(
-        "sbert-qdrant", version=__version__, instructions=instructions, lifespan=lifespan, log_level=settings.log_level
+        "sbert-qdrant",
+        version=__version__,
+        instructions=instructions,
+        lifespan=lifespan,
+        log_level=settings.log_level,
+        **auth_options(settings),
     )
     tools = _tools(backend)
     bound = settings.collection_name
@@ -110,6 +120,7 @@ def create_server(
             fields=settings.field_arguments,
             query_filter=settings.query_filter_offered,
             held=backend.held,
+            redact=backend.redact,
         )
         server.add_agent_tool(fn, name=name, description=description, annotations=hints)
     return server
@@ -129,19 +140,25 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         diversity: Diversity = None,
         field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection, layout = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         if not await collection.exists():
-            return results.found(collection_name, query, [], stored=False)
-        await backend.check_length(query, "query", "shorten it")
+            return results.found(collection_name, query, [], stored=False, style=settings.results)
+        if mode != "dense" and collection.layout.sparse is None:
+            raise UnsupportedError(
+                f"collection {collection_name!r} is in {collection.layout.owner}'s layout, which has no BM25 "
+                f"vectors for mode {mode}: search it with mode dense (the default). Collections this server creates "
+                "with SBERT_QDRANT_LAYOUT=sbert-qdrant have them."
+            )
+        cut = await backend.truncation(query, "query")
         hits = await collection.search_text(
             query,
             limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
             mode=mode,
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found(collection_name, query, layout.metadata_of(hits))
+        return results.found(collection_name, query, hits, truncated=cut, style=settings.results)
 
     async def store(
         information: Annotated[str, Field(description="Text to store")],
@@ -150,17 +167,14 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         id: Id = None,
     ) -> Annotated[CallToolResult, results.Stored]:
         check_text(information, "information", "give the text to remember")
-        collection, layout = await backend.collection(collection_name, write=True)
-        await backend.check_length(information, "information", "store it with qdrant-store-document instead")
-        if layout.anchor:
-            key = await backend.store_anchor(collection_name, information, metadata, id)
-        else:
-            ids = await collection.upsert_texts(
-                [information], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
-            )
-            key = ids[0]
+        collection = await backend.collection(collection_name, write=True)
+        cut = await backend.truncation(information, "note")
+        key = await backend.remember(collection, information, metadata, id)
         text = f"Remembered: {information} in collection {collection_name} (id {key})"
-        return results.reply(results.Stored(collection_name=collection_name, id=key), text)
+        if cut:
+            whole = " (qdrant-store-document searches all of it)" if collection.layout.takes_documents else ""
+            text += f"\n{cut} The whole note is stored{whole}."
+        return results.reply(results.Stored(collection_name=collection_name, id=key, truncated=bool(cut)), text)
 
     async def store_document(
         document: Annotated[str, Field(description="The long text to store (an article, a page, a file's text)")],
@@ -174,12 +188,12 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 f"({settings.max_document_chars}, SBERT_QDRANT_MAX_DOCUMENT_CHARS); split it into parts."
             )
         check_text(document, "document", "give the text to store")
-        collection, layout = await backend.collection(collection_name, write=True)
-        if layout.anchor:
+        collection = await backend.collection(collection_name, write=True)
+        if not collection.layout.takes_documents:
             raise UnsupportedError(
                 f"collection {collection_name!r} is in mcp-server-qdrant's layout (the text under 'document'), "
-                "which has no place for a document's passages; store it in another collection, or store short "
-                "notes with qdrant-store."
+                "which has no place for a document's passages: qdrant-store keeps it whole as one note (its vector "
+                "made from its first tokens), or store it as a document in another collection."
             )
         ids = await collection.upsert_documents(
             [document], ids=None if id is None else [id], payloads=[metadata], show_progress_bar=False
@@ -194,22 +208,22 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         limit: Limit = None,
         mode: Mode = "dense",
         rerank: Rerank = False,
-        passages: Annotated[int, Field(ge=1, le=10, description="Matching passages per document")] = 3,
+        passages: Annotated[StrictInt, Field(ge=1, le=10, description="Matching passages per document")] = 3,
         field_values: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, results.FoundDocuments]:
-        collection, layout = await backend.collection(collection_name)
-        if layout.anchor or not await collection.exists():
+        collection = await backend.collection(collection_name)
+        if not collection.layout.takes_documents or not await collection.exists():
             return results.found_documents(collection_name, query, [], stored=False)
-        await backend.check_length(query, "query", "shorten it")
+        cut = await backend.truncation(query, "query")
         hits = await collection.search_documents(
             query,
             limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, layout)),
+            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
             mode=mode,
             chunks=passages,
             rerank=await backend.cross_encoder() if rerank else None,
         )
-        return results.found_documents(collection_name, query, hits)
+        return results.found_documents(collection_name, query, hits, truncated=cut)
 
     async def find_duplicates(
         information: Annotated[str, Field(description="The text whose duplicates (same meaning) to look up")],
@@ -220,27 +234,28 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ] = None,
         limit: Limit = None,
     ) -> Annotated[CallToolResult, results.Found]:
-        collection, layout = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         if not await collection.exists():
-            return results.found(collection_name, information, [], stored=False)
-        await backend.check_length(information, "information", "shorten it")
+            return results.found(collection_name, information, [], stored=False, style=settings.results)
+        cut = await backend.truncation(information, "text")
         hits = await collection.find_duplicates(information, threshold, limit or settings.search_limit)
-        return results.found(collection_name, information, layout.metadata_of(cast("list[Hit]", hits)))
+        found = cast("list[Hit]", hits)
+        return results.found(collection_name, information, found, truncated=cut, style=settings.results)
 
     async def delete(
-        ids: Annotated[list[Key], Field(min_length=1, description="Ids of stored texts or documents")],
+        ids: Annotated[list[AgentKey], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
-        collection, layout = await backend.collection(collection_name, write=True)
+        collection = await backend.collection(collection_name, write=True)
         existed = 0
-        if layout.anchor:
-            existed = await backend.delete_anchor(collection_name, ids)
-        elif await collection.exists():
+        if await collection.exists():
+            documents = collection.layout.takes_documents
             found = {t.id for t in await collection.get(ids)}
-            found |= {k for k in ids if k not in found and await collection.get_document(k) is not None}
+            found |= {k for k in ids if documents and k not in found and await collection.get_document(k) is not None}
             existed = len(found)
             await collection.delete_texts(ids)
-            await collection.delete_documents(ids)
+            if documents:
+                await collection.delete_documents(ids)
         asked = len(set(ids))
         text = f"Deleted {existed} of the {asked} id(s) given from collection {collection_name}" + (
             "" if existed == asked else f"; {asked - existed} did not exist"
@@ -253,7 +268,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         query_filter: Filter = None,
         kind: Annotated[CountKind, Field(description="What to count: texts, documents or chunks")] = "texts",
     ) -> Annotated[CallToolResult, results.Counted]:
-        collection, _ = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name)
         number = await collection.count(_filter(query_filter), kind=kind) if await collection.exists() else 0
         counted = results.Counted(collection_name=collection_name, kind=kind, count=number)
         return results.reply(counted, f"{number} {kind} in collection {collection_name}")

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
 from ...settings import Settings
-from .anchor import FilterableField
+from .filterable import FilterableField
+
+ResultFormat = Literal["mcp-server-qdrant", "sbert-qdrant"]
 
 DEFAULT_FIND_DESCRIPTION = (
     "Look up memories in Qdrant by meaning. Use this tool when you need to: \n"
@@ -25,9 +27,9 @@ class McpSettings(Settings):
     ``FILTERABLE_FIELDS``, ``QDRANT_ALLOW_ARBITRARY_FILTER`` and ``FASTMCP_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` (as
     mcp-server-qdrant reads them) and ``SBERT_QDRANT_*`` (each field's name in upper case)."""
 
-    model_config = SettingsConfigDict(
-        env_prefix="SBERT_QDRANT_", env_file=".env", extra="ignore", populate_by_name=True
-    )
+    #: No ``.env`` is read unless asked for (``McpSettings(_env_file=path)``, ``--env-file``), as mcp-server-qdrant
+    #: reads none: an agent app starts the server in whatever folder, whose ``.env`` is some project's.
+    model_config = SettingsConfigDict(env_prefix="SBERT_QDRANT_", env_file=None, extra="ignore", populate_by_name=True)
 
     model: str | None = Field(default=None, validation_alias=AliasChoices("SBERT_QDRANT_MODEL", "EMBEDDING_MODEL"))
     collection_name: str | None = Field(
@@ -71,6 +73,16 @@ class McpSettings(Settings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
         default="INFO", validation_alias=AliasChoices("FASTMCP_LOG_LEVEL", "SBERT_QDRANT_LOG_LEVEL")
     )
+    mcp_token: SecretStr | None = Field(
+        default=None,
+        description="the bearer token every HTTP request (SSE, streamable HTTP) must carry: 'Authorization: Bearer "
+        "<token>' (None: none asked, and the server serves loopback only)",
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="Host names (or addresses) clients may reach an HTTP server by, beside loopback and this "
+        "machine's names (a JSON list)",
+    )
     vector_name: str | None = Field(
         default=None,
         description="the dense vector's name in existing collections (None: 'text', or mcp-server-qdrant's "
@@ -79,6 +91,16 @@ class McpSettings(Settings):
     text_field: str | None = Field(
         default=None,
         description="the payload field of the text in existing collections written by another tool (read-only)",
+    )
+    layout: Literal["sbert-qdrant", "mcp-server-qdrant"] | None = Field(
+        default=None,
+        description="the layout of a collection this server creates (None: mcp-server-qdrant's on the engines it "
+        "reads, QDRANT_URL and QDRANT_LOCAL_PATH; sbert-qdrant's, with BM25 and documents, on Qdrant Edge)",
+    )
+    result_format: ResultFormat | None = Field(
+        default=None,
+        description="the text of qdrant-find's answer: mcp-server-qdrant's JSON array of <entry> strings, or ours, "
+        "<entry> lines with ids and scores (None: theirs where new collections take their layout, else ours)",
     )
     encode_threads: int | None = Field(
         default=1,
@@ -104,6 +126,8 @@ class McpSettings(Settings):
                 f"QDRANT_LOCAL_PATH={self.local_path!r} and QDRANT_URL={self.safe_url!r} are both set; set one "
                 "(a local-mode folder, or a Qdrant server)."
             )
+        if self.mcp_token is not None and not self.mcp_token.get_secret_value().strip():
+            raise ValueError("SBERT_QDRANT_MCP_TOKEN is set but empty; set it to a secret, or unset it.")
         names = [f.name for f in self.filterable_fields]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
@@ -114,6 +138,20 @@ class McpSettings(Settings):
     def field_arguments(self) -> dict[str, FilterableField]:
         """The filterable fields offered as tool arguments (those with a condition), by name."""
         return {f.name: f for f in self.filterable_fields if f.condition is not None}
+
+    @property
+    def new_in_their_layout(self) -> bool:
+        """Whether a collection this server creates is in mcp-server-qdrant's layout (``layout``, see there)."""
+        if self.layout is not None:
+            return self.layout == "mcp-server-qdrant"
+        return bool(self.local_path or self.qdrant_url)
+
+    @property
+    def results(self) -> ResultFormat:
+        """The format of a find's text (``result_format``, see there)."""
+        if self.result_format is not None:
+            return self.result_format
+        return "mcp-server-qdrant" if self.new_in_their_layout else "sbert-qdrant"
 
     @property
     def query_filter_offered(self) -> bool:

@@ -1,24 +1,17 @@
-"""mcp-server-qdrant's conventions, read from its 0.8 source and written here anew: its collection layout (the vector
-``fast-<model>``, the text under ``document``, the metadata under ``metadata``) and its ``FILTERABLE_FIELDS`` (each
-field a ``qdrant-find`` argument, turned into a Qdrant condition on the metadata, with a payload index)."""
+"""mcp-server-qdrant's ``FILTERABLE_FIELDS``, read from its 0.8 source and written here anew: each field a
+``qdrant-find`` argument, turned into a Qdrant condition on the caller's fields where the layout keeps them, with a
+payload index (its collection layout itself is ``PointLayout.mcp_server_qdrant``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from ...records import TEXT_KEY
-
 if TYPE_CHECKING:
     from qdrant_client import models
 
-    from ...records import Hit
-
-#: Where mcp-server-qdrant keeps a memory's text and its metadata.
-ANCHOR_TEXT_FIELD = "document"
-ANCHOR_METADATA_FIELD = "metadata"
+    from ...layout import PointLayout
 
 FieldType = Literal["keyword", "integer", "float", "boolean"]
 Condition = Literal["==", "!=", ">", ">=", "<", "<=", "any", "except"]
@@ -77,38 +70,9 @@ class FilterableField(BaseModel):
         }[self.field_type]
 
 
-@dataclass(frozen=True)
-class Layout:
-    """How a collection keeps its points: the dense vector's name, the text's payload field, and where the caller's
-    metadata sits (``metadata_field``: nested under it, mcp-server-qdrant's way; None: beside the text, ours)."""
-
-    vector_name: str
-    text_field: str = TEXT_KEY
-    metadata_field: str | None = None
-
-    @property
-    def anchor(self) -> bool:
-        """mcp-server-qdrant's layout: writable here, its metadata nested under ``metadata``."""
-        return self.text_field == ANCHOR_TEXT_FIELD and self.metadata_field == ANCHOR_METADATA_FIELD
-
-    def metadata_of(self, hits: list[Hit]) -> list[Hit]:
-        """The hits, each payload the metadata as it was stored (mcp-server-qdrant's: what sits under ``metadata``)."""
-        if self.metadata_field is None:
-            return hits
-        nested = [h.payload.get(self.metadata_field) for h in hits]
-        return [replace(h, payload=m if isinstance(m, dict) else {}) for h, m in zip(hits, nested, strict=True)]
-
-    def key(self, field: str) -> str:
-        """The payload key of a metadata field."""
-        return field if self.metadata_field is None else f"{self.metadata_field}.{field}"
-
-
-def anchor_vector_name(model: str) -> str:
-    """mcp-server-qdrant's vector name for a model: ``fast-`` and the model's last path part in lower case."""
-    return "fast-" + model.rstrip("/").split("/")[-1].lower()
-
-
-def field_filter(fields: dict[str, FilterableField], values: dict[str, Any], layout: Layout) -> models.Filter | None:
+def field_filter(
+    fields: dict[str, FilterableField], values: dict[str, Any], layout: PointLayout
+) -> models.Filter | None:
     """The Qdrant filter of the field arguments an agent gave (None values left out), on ``layout``'s keys."""
     from qdrant_client import models
 
@@ -118,7 +82,7 @@ def field_filter(fields: dict[str, FilterableField], values: dict[str, Any], lay
         if value is None:
             continue
         field = fields[name]
-        key = layout.key(name)
+        key = layout.field_key(name)
         if field.condition in _RANGES:
             must.append(models.FieldCondition(key=key, range=models.Range(**{_RANGES[field.condition]: value})))
         elif field.condition == "any":
