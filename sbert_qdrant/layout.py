@@ -168,7 +168,9 @@ class PointLayout:
 
     def point(self, record: CheckedRecord) -> PreparedPoint:
         """The point that stores a text: the text, the id (when the caller gave one) and the caller's fields."""
-        payload = self.payload(record.text, record.id if record.explicit_id else None, record.fields)
+        # an id that is its own point id (a canonical UUID) is read back from the point: no field needed for it
+        keep = record.explicit_id and record.id != record.point_id
+        payload = self.payload(record.text, record.id if keep else None, record.fields)
         return PreparedPoint(record.id, record.point_id, record.text, payload, record.vector)
 
     def payload(self, text: str, key: Key | None, fields: Mapping[str, Any]) -> dict[str, Any]:
