@@ -108,7 +108,7 @@ def test_avx2_weights_take_eight_bits_only_where_no_pair_can_saturate() -> None:
     low, high = -torch.rand(64, generator=generator), torch.rand(64, generator=generator) * 0.2
     high[:2] = 4.0  # one wide pair of channels sets the scale; the rest leave room for 8-bit weights
     quantized = StaticInt8Linear(linear, low, high, alpha=0.0, weight_levels=WEIGHT_LEVELS["avx2"])
-    assert quantized.weight_bits == 8 and "u8 x s8" in repr(quantized)
+    assert quantized.weight_bits == {8} and "u8 x s8" in repr(quantized)
     x = torch.cat([high[None], low[None], (low + high)[None] / 2])  # every channel at its calibrated top, etc.
     with torch.inference_mode():
         cosine = torch.nn.functional.cosine_similarity(quantized(x), linear(x), dim=-1)

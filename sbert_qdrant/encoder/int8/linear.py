@@ -77,7 +77,8 @@ class StaticInt8Linear(nn.Module):
             levels = pair_safe_levels(weight, (codes * CODE_HEADROOM).clamp(max=255.0), weight_levels)
         w_scale = weight.abs().amax(1).clamp(min=1e-8) / levels
         int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
-        self.weight_bits = int(levels.max()).bit_length() + 1
+        #: The widths its weight rows take: {8} with VNNI, {7, 8} or one of them on AVX2.
+        self.weight_bits = frozenset(int(level).bit_length() + 1 for level in levels.unique())
         self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
         self.register_buffer("w_scale", w_scale.contiguous())
         self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
@@ -140,7 +141,7 @@ class StaticInt8Linear(nn.Module):
     def extra_repr(self) -> str:
         fused = "" if self.post_op == "none" else f", fused {self.post_op}"
         shape = f"in_features={self.in_features}, out_features={self.out_features}"
-        return f"{shape}, static u8 x s{self.weight_bits}{fused}"
+        return f"{shape}, static u8 x s{'/'.join(map(str, sorted(self.weight_bits)))}{fused}"
 
 
 def pair_safe_levels(weight: torch.Tensor, codes: torch.Tensor, floor: int) -> torch.Tensor:
