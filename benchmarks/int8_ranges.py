@@ -11,8 +11,8 @@ train sentences and SciFact abstracts (long). Held out: STS-B dev and SICK (trai
 Each ISA is measured in a child process: natively, and on a VNNI CPU also AVX2-only (``ONEDNN_MAX_CPU_ISA=AVX2
 ATEN_CPU_CAPABILITY=avx2``) and AVX-VNNI (``ONEDNN_MAX_CPU_ISA=AVX2_VNNI``, the AVX2 kernels), emulated (labelled); an
 ISA measured twice records its worse loss per set. On an AVX2-only CPU both would run AVX2 again: only the native run
-measures. ``--measure`` keeps the losses recorded for ISAs this CPU cannot run (the same ranges, measured elsewhere);
-a new calibration drops them all.
+measures. ``--measure`` keeps the losses recorded for ISAs this CPU cannot run (the same ranges, measured elsewhere:
+re-measure them there after a change to their quantization); a new calibration drops them all.
 """
 
 from __future__ import annotations
