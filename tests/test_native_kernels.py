@@ -14,7 +14,13 @@ from int8_support import RUNNABLE_ISAS, kernel_library, nli_sentences
 from sbert_qdrant import Normalize, Pooling, SentenceEncoder
 from sbert_qdrant.encoder import cpu
 from sbert_qdrant.encoder.int8 import int8_kernels, native, quantize_int8
-from sbert_qdrant.encoder.int8.linear import WEIGHT_LEVELS, StaticInt8Linear, quantize_rows
+from sbert_qdrant.encoder.int8.linear import (
+    PAIR_SUM_LIMIT,
+    WEIGHT_LEVELS,
+    StaticInt8Linear,
+    pair_safe_levels,
+    quantize_rows,
+)
 from sbert_qdrant.testing import tiny_transformer
 
 
@@ -82,17 +88,31 @@ def test_int8_gemms_run_vnni_else_avx2_else_none(monkeypatch: pytest.MonkeyPatch
     assert cpu.int8_gemm_isa()[0] == "none"
 
 
-def test_avx2_gemms_keep_weights_to_seven_bits_and_track_fp32() -> None:
-    """On AVX2, oneDNN's vpmaddubsw adds two u8 x s8 products in saturating s16: weights at 63 cannot overflow it.
-    The Linear runs on this CPU's own GEMMs; what is checked is the codes and that the product stays exact-grade."""
+def test_avx2_weights_take_eight_bits_only_where_no_pair_can_saturate() -> None:
+    """On AVX2, oneDNN's vpmaddubsw adds input channels 2k and 2k + 1's u8 x s8 products in saturating s16: a weight
+    row takes 8 bits only where the calibrated input codes keep every such pair below 32767, else 7 (63: safe for
+    any input). The Linear runs on this CPU's own GEMMs at the worst inputs its calibration allows."""
     generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(32, 64, generator=generator)
+    codes = torch.rand(64, generator=generator) * 255
+    levels = pair_safe_levels(weight, codes, WEIGHT_LEVELS["avx2"])
+    reach = weight.abs() / weight.abs().amax(1, keepdim=True)
+    assert (levels * (reach * codes).reshape(32, -1, 2).sum(-1).amax(1) <= PAIR_SUM_LIMIT).all()
+    assert levels.min() >= 63 and levels.max() <= 127
+    assert (pair_safe_levels(torch.ones(32, 64), torch.full((64,), 255.0), 63) == 64).all()  # 2 x 255 x 64 = 32640
+    assert (pair_safe_levels(weight, torch.full((64,), 20.0), 63) == 127).all()
+
     linear = torch.nn.Linear(64, 32)
-    x = torch.randn(200, 64, generator=generator)
-    seven = StaticInt8Linear(linear, x.amin(0), x.amax(0), weight_levels=WEIGHT_LEVELS["avx2"])
-    assert seven.weight_bits == 7 and "u8 x s7" in repr(seven)
+    with torch.no_grad():
+        linear.weight.copy_(torch.rand(32, 64, generator=generator) + 0.5)  # one sign: pairs add up
+    low, high = -torch.rand(64, generator=generator), torch.rand(64, generator=generator) * 0.2
+    high[:2] = 4.0  # one wide pair of channels sets the scale; the rest leave room for 8-bit weights
+    quantized = StaticInt8Linear(linear, low, high, alpha=0.0, weight_levels=WEIGHT_LEVELS["avx2"])
+    assert quantized.weight_bits == {8} and "u8 x s8" in repr(quantized)
+    x = torch.cat([high[None], low[None], (low + high)[None] / 2])  # every channel at its calibrated top, etc.
     with torch.inference_mode():
-        cosine = torch.nn.functional.cosine_similarity(seven(x), linear(x), dim=-1)
-    assert cosine.min() > 0.99
+        cosine = torch.nn.functional.cosine_similarity(quantized(x), linear(x), dim=-1)
+    assert cosine.min() > 0.999
 
 
 def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -105,7 +125,7 @@ def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path:
                               calibration_texts=nli_sentences())  # fmt: skip
     if encoder.int8_mode == "static":
         isa = cpu.int8_gemm_isa()[0]
-        bits = 8 if isa == "vnni" else 7
+        bits = ("8",) if isa == "vnni" else ("7", "8", "7/8")  # AVX2: 8 bits where no pair can saturate
         line = int8_kernels(encoder)
-        assert line.startswith(f"static int8 | GEMM: oneDNN {isa}, u8 x s{bits} | attention: "), line
+        assert any(line.startswith(f"static int8 | GEMM: oneDNN {isa}, u8 x s{b} | attention: ") for b in bits), line
         assert line.count(" | ") == 4 and "add+LayerNorm: " in line

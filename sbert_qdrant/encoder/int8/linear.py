@@ -21,8 +21,14 @@ SMOOTH_ALPHA = 0.5
 SHARED_INPUT = ("query", "key", "value")
 #: The largest weight code by the GEMMs' ISA (``cpu.int8_gemm_isa``): VNNI adds u8 x s8 products in s32, AVX2's
 #: ``vpmaddubsw`` adds pairs of them in saturating s16 (2 x 255 x 127 > 32767), so there (and below) weights keep to
-#: 7 bits.
+#: 7 bits where any input could saturate a pair, and take up to 8 where the calibrated inputs cannot
+#: (:func:`pair_safe_levels`).
 WEIGHT_LEVELS: dict[Int8GemmIsa, int] = {"vnni": 127, "avx2": 63, "none": 63}
+#: The s16 limit of ``vpmaddubsw``'s pair sums (input codes 2k and 2k + 1 times their weights).
+PAIR_SUM_LIMIT = 32767
+#: Headroom over the calibrated input codes that :func:`pair_safe_levels` keeps: inputs up to 1.25x a channel's
+#: calibrated code (in u8 code units, zero point included) still cannot saturate a pair.
+CODE_HEADROOM = 1.25
 
 
 class StaticInt8Linear(nn.Module):
@@ -32,7 +38,8 @@ class StaticInt8Linear(nn.Module):
 
     ``weight_reach``: each input channel's largest absolute weight to smooth by, when Linears reading the same input
     (attention's query, key and value) must share one smoothing and so one input scale. ``weight_levels``: the
-    largest weight code (:data:`WEIGHT_LEVELS`).
+    largest weight code safe for any input (:data:`WEIGHT_LEVELS`); below 127 (AVX2), each output channel takes as
+    many more as its calibrated inputs leave room for (:func:`pair_safe_levels`).
     """
 
     x_multiplier: torch.Tensor
@@ -64,9 +71,14 @@ class StaticInt8Linear(nn.Module):
         # x / smooth / x_scale + zero point, as one multiply-add per element
         self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
         self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
-        w_scale = weight.abs().amax(1).clamp(min=1e-8) / weight_levels
-        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-weight_levels, weight_levels).to(torch.int8)
-        self.weight_bits = weight_levels.bit_length() + 1
+        levels = torch.full((weight.shape[0],), float(weight_levels))
+        if weight_levels < WEIGHT_LEVELS["vnni"]:
+            codes = (high / smooth / self.x_scale + self.x_zero_point).clamp(min=0.0)
+            levels = pair_safe_levels(weight, (codes * CODE_HEADROOM).clamp(max=255.0), weight_levels)
+        w_scale = weight.abs().amax(1).clamp(min=1e-8) / levels
+        int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
+        #: The widths its weight rows take: {8} with VNNI, {7, 8} or one of them on AVX2.
+        self.weight_bits = frozenset(int(level).bit_length() + 1 for level in levels.unique())
         self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
         self.register_buffer("w_scale", w_scale.contiguous())
         self.register_buffer("w_zero_point", torch.zeros(w_scale.shape, dtype=torch.int64))
@@ -129,7 +141,17 @@ class StaticInt8Linear(nn.Module):
     def extra_repr(self) -> str:
         fused = "" if self.post_op == "none" else f", fused {self.post_op}"
         shape = f"in_features={self.in_features}, out_features={self.out_features}"
-        return f"{shape}, static u8 x s{self.weight_bits}{fused}"
+        return f"{shape}, static u8 x s{'/'.join(map(str, sorted(self.weight_bits)))}{fused}"
+
+
+def pair_safe_levels(weight: torch.Tensor, codes: torch.Tensor, floor: int) -> torch.Tensor:
+    """Per output channel, the largest weight code (``floor`` to 127) at which no pair of input channels (2k, 2k + 1:
+    ``vpmaddubsw``'s pairs) with u8 codes up to ``codes`` can sum past :data:`PAIR_SUM_LIMIT`: 8-bit weights where
+    the inputs leave room, 7-bit ones where they do not (``floor`` 63 is safe for any input: 2 x 255 x 63 < 32767)."""
+    reach = weight.abs() / weight.abs().amax(1, keepdim=True).clamp(min=1e-12)
+    products = nn.functional.pad(reach * codes, (0, weight.shape[1] % 2))  # an odd last channel pairs with nothing
+    pairs = products.reshape(weight.shape[0], -1, 2).sum(-1).amax(1)
+    return (PAIR_SUM_LIMIT / pairs.clamp(min=1e-12)).floor().clamp(min=floor, max=WEIGHT_LEVELS["vnni"])
 
 
 class Bf16Linear(nn.Module):

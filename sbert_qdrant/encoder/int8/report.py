@@ -17,7 +17,7 @@ from .quantize import int8_mode
 
 
 def int8_kernels(model: nn.Module) -> str:
-    """What runs ``model`` (an encoder or its transformer), e.g. ``static int8 | GEMM: oneDNN avx2, u8 x s7 |
+    """What runs ``model`` (an encoder or its transformer), e.g. ``static int8 | GEMM: oneDNN avx2, u8 x s7/8 |
     attention: native avx2 | quantizer: native avx2 | add+LayerNorm: native avx2``; ``dynamic int8 | GEMM: fbgemm
     avx512_vnni, u8 x s8 per batch | attention: PyTorch | ...``; ``not int8`` for a model that is not."""
     mode = int8_mode(model)
@@ -28,7 +28,7 @@ def int8_kernels(model: nn.Module) -> str:
         gemm = f"fbgemm {cpu.fbgemm_isa()}, u8 x s8 per batch"
         return f"dynamic int8 | GEMM: {gemm} | attention: PyTorch | quantizer: PyTorch | add+LayerNorm: PyTorch"
     linears = [m for m in modules if isinstance(m, StaticInt8Linear)]
-    bits = "/".join(str(b) for b in sorted({m.weight_bits for m in linears}))
+    bits = "/".join(str(b) for b in sorted(frozenset[int]().union(*(m.weight_bits for m in linears))))
     quantizers = {
         library_isa(q.args[0]) if isinstance(q, functools.partial) else None
         for m in linears
