@@ -35,6 +35,7 @@ RULES = [
     (r"\bAsyncDocuments\b", "Documents"),
     (r"\bAsyncTexts\b", "Texts"),
     (r"\bAsyncCollectionContext\b", "CollectionContext"),
+    (r"\bAsyncCollectionBase\b", "CollectionBase"),
     (r"\bAsyncClientStore\b", "ClientStore"),
     (r"\bAsyncVectorStore\b", "VectorStore"),
     (r"\bAsyncQdrantClient\b", "QdrantClient"),

@@ -12,14 +12,14 @@ from ..documents import texts_only
 from ..encoder import Bm25
 from ..store.protocol_async import AsyncVectorStore
 from .runtime_async import Lock
-from .schema import CollectionSettings, holds_documents, with_documents
+from .schema import CollectionConfig, holds_documents, with_documents
 
 
 class AsyncCollectionContext:
     """A collection as one instance opened it: ``config`` and ``store`` fixed, ``bm25`` and ``documents`` known
     once ``ensure`` has checked (or created) the collection in the engine."""
 
-    def __init__(self, config: CollectionSettings, store: AsyncVectorStore, recreate: bool = False) -> None:
+    def __init__(self, config: CollectionConfig, store: AsyncVectorStore, recreate: bool = False) -> None:
         self.config = config
         self.store = store
         self._recreate = recreate

@@ -14,14 +14,14 @@ from ..documents import texts_only
 from ..encoder import Bm25
 from ..store.protocol_sync import VectorStore
 from .runtime_sync import Lock
-from .schema import CollectionSettings, holds_documents, with_documents
+from .schema import CollectionConfig, holds_documents, with_documents
 
 
 class CollectionContext:
     """A collection as one instance opened it: ``config`` and ``store`` fixed, ``bm25`` and ``documents`` known
     once ``ensure`` has checked (or created) the collection in the engine."""
 
-    def __init__(self, config: CollectionSettings, store: VectorStore, recreate: bool = False) -> None:
+    def __init__(self, config: CollectionConfig, store: VectorStore, recreate: bool = False) -> None:
         self.config = config
         self.store = store
         self._recreate = recreate

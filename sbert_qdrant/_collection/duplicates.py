@@ -12,7 +12,7 @@ from ..dedup import mine_pairs
 from ..errors import InvalidInputError
 from ..records import Hit, Key, check_text, text_id
 from ..store.base import StoredRecord
-from .schema import CollectionSettings
+from .schema import CollectionConfig
 from .vectors import encode_documents
 
 
@@ -42,7 +42,7 @@ def split_pairs(labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> tuple[
     return left, right, labels
 
 
-def pair_scores(settings: CollectionSettings, left: list[str], right: list[str]) -> np.ndarray:
+def pair_scores(settings: CollectionConfig, left: list[str], right: list[str]) -> np.ndarray:
     """Cosine similarity of each (left, right) pair, as stored texts (blocking)."""
     a = encode_documents(settings, left)
     b = encode_documents(settings, right)
@@ -58,7 +58,7 @@ def without_self(texts: list[str], found: list[list[Hit]], limit: int) -> list[l
 
 
 def most_similar_pairs(
-    settings: CollectionSettings,
+    settings: CollectionConfig,
     records: list[StoredRecord],
     threshold: float,
     top_k: int,

@@ -17,7 +17,7 @@ from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .pipeline_async import Step
-from .schema import CollectionSettings, valid_name
+from .schema import CollectionConfig, valid_name
 from .texts_async import plan_points
 from .vectors import show_progress
 
@@ -42,7 +42,7 @@ async def reembed_into(
         )
     await source.ensure(create=False)
     target = AsyncCollectionContext(
-        CollectionSettings.checked(
+        CollectionConfig.checked(
             collection_name,
             encoder,
             sparse=source.bm25,  # the BM25 settings the source was indexed with (None: dense only)

@@ -19,7 +19,7 @@ from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
 from .pipeline_sync import Step
-from .schema import CollectionSettings, valid_name
+from .schema import CollectionConfig, valid_name
 from .texts_sync import plan_points
 from .vectors import show_progress
 
@@ -44,7 +44,7 @@ def reembed_into(
         )
     source.ensure(create=False)
     target = CollectionContext(
-        CollectionSettings.checked(
+        CollectionConfig.checked(
             collection_name,
             encoder,
             sparse=source.bm25,  # the BM25 settings the source was indexed with (None: dense only)

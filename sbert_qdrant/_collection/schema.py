@@ -117,7 +117,7 @@ _METADATA_KEY = "sbert_qdrant"
 
 
 @dataclass(frozen=True)
-class CollectionSettings:
+class CollectionConfig:
     """Everything a collection was opened with, checked: see ``AsyncTextCollection`` for each argument.
 
     ``layout`` is where a point keeps what (its slots filled: sizes and encoder identities); ``encoders`` fill its
@@ -155,7 +155,7 @@ class CollectionSettings:
         text_field: str = TEXT_KEY,
         distance: str = "cosine",
         **options: Any,
-    ) -> CollectionSettings:
+    ) -> CollectionConfig:
         """The settings, each argument checked (before anything is written)."""
         if not valid_name(collection_name):
             raise InvalidArgumentError(

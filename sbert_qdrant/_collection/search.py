@@ -19,7 +19,7 @@ from ..records import Hit, check_text
 from ..store.base import Diversified, Fused, Nearest, PayloadSelector, Rescored, ScoredRecord, SearchQuery
 from ..types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
 from .filters import engine_filter
-from .schema import CollectionSettings
+from .schema import CollectionConfig
 from .vectors import encode_documents, encode_queries
 
 T = TypeVar("T")
@@ -113,7 +113,7 @@ def search_plan(
 
 
 def check_queries(
-    settings: CollectionSettings,
+    settings: CollectionConfig,
     queries: Sequence[str],
     limit: int,
     query_filter: Any,
@@ -142,7 +142,7 @@ def check_queries(
     return texts, engine_filter(query_filter)
 
 
-def require_sparse(settings: CollectionSettings, bm25: Bm25 | None, plan: SearchPlan) -> None:
+def require_sparse(settings: CollectionConfig, bm25: Bm25 | None, plan: SearchPlan) -> None:
     """Refuse a sparse or hybrid search of a collection without BM25 vectors, naming the fix."""
     if plan.mode != "dense" and bm25 is None:
         raise CollectionMismatchError(
@@ -154,7 +154,7 @@ def require_sparse(settings: CollectionSettings, bm25: Bm25 | None, plan: Search
 
 
 def engine_searches(
-    settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], plan: SearchPlan
+    settings: CollectionConfig, bm25: Bm25 | None, texts: list[str], plan: SearchPlan
 ) -> list[SearchQuery]:
     """Encode query texts and build one engine search each (blocking: run off the event loop)."""
     require_sparse(settings, bm25, plan)
@@ -191,7 +191,7 @@ def engine_searches(
     return searches
 
 
-def payload_selector(settings: CollectionSettings, with_payload: bool, rerank: Reranker | None) -> PayloadSelector:
+def payload_selector(settings: CollectionConfig, with_payload: bool, rerank: Reranker | None) -> PayloadSelector:
     """What to fetch with hits: everything, or only the caller's id (hits always carry it), and the text when a
     re-ranker is to read it."""
     layout = settings.layout
@@ -200,7 +200,7 @@ def payload_selector(settings: CollectionSettings, with_payload: bool, rerank: R
     return [layout.id_field, layout.text_field] if rerank is not None else [layout.id_field]
 
 
-def hits(settings: CollectionSettings, rows: list[ScoredRecord]) -> list[Hit]:
+def hits(settings: CollectionConfig, rows: list[ScoredRecord]) -> list[Hit]:
     """Hits in the engine's order; points with equal scores (common after rank fusion) in point-id order, which
     engines do not fix."""
     out = []
@@ -243,7 +243,7 @@ def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
     return max(limit, rerank_candidates)
 
 
-def _cross_scores(settings: CollectionSettings, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
+def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
     """One score per pair; equal pairs are scored once, so they tie exactly on every CPU (and cost one pass)."""
     distinct = list(dict.fromkeys(pairs))
     if not distinct:
@@ -254,7 +254,7 @@ def _cross_scores(settings: CollectionSettings, cross: Reranker, pairs: list[tup
 
 
 def reranked(
-    settings: CollectionSettings, queries: list[str], found: list[list[Hit]], cross: Reranker, limit: int
+    settings: CollectionConfig, queries: list[str], found: list[list[Hit]], cross: Reranker, limit: int
 ) -> list[list[Hit]]:
     """Each query's hits re-scored by the re-ranker, best ``limit`` first (blocking)."""
     pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
@@ -267,7 +267,7 @@ def reranked(
 
 
 def reranked_documents(
-    settings: CollectionSettings, query: str, hits: list[DocumentHit], cross: Reranker, limit: int, scoring: str
+    settings: CollectionConfig, query: str, hits: list[DocumentHit], cross: Reranker, limit: int, scoring: str
 ) -> list[DocumentHit]:
     """Documents re-scored by the re-ranker over their listed chunks, best ``limit`` first (blocking)."""
     scores = iter(_cross_scores(settings, cross, [(query, c.text) for h in hits for c in h.chunks]))

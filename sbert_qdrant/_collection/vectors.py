@@ -9,26 +9,26 @@ import numpy as np
 
 from ..encoder import Bm25
 from ..store.base import PointVectors
-from .schema import CollectionSettings
+from .schema import CollectionConfig
 
 logger = logging.getLogger("sbert_qdrant.collection")
 
 
-def show_progress(settings: CollectionSettings, show: bool | None) -> bool:
+def show_progress(settings: CollectionConfig, show: bool | None) -> bool:
     """Whether to show a progress bar: as asked, else as the collection was opened, else when logging at INFO."""
     if show is None:
         show = settings.show_progress_bar
     return logger.isEnabledFor(logging.INFO) if show is None else show
 
 
-def encode_documents(settings: CollectionSettings, texts: list[str], using: str | None = None) -> np.ndarray:
+def encode_documents(settings: CollectionConfig, texts: list[str], using: str | None = None) -> np.ndarray:
     """Dense vectors of texts as stored in slot ``using`` (None: the primary), with its model's document prompt."""
     _, encoder = settings.encoder_of(using)
     vectors = encoder.encode_document(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
     return np.asarray(vectors, dtype=np.float32)
 
 
-def encode_queries(settings: CollectionSettings, texts: list[str], using: str | None = None) -> np.ndarray:
+def encode_queries(settings: CollectionConfig, texts: list[str], using: str | None = None) -> np.ndarray:
     """Dense vectors of search queries for slot ``using`` (None: the primary), with its model's query prompt."""
     _, encoder = settings.encoder_of(using)
     vectors = encoder.encode_query(texts, batch_size=settings.encode_batch_size, show_progress_bar=False)
@@ -36,7 +36,7 @@ def encode_queries(settings: CollectionSettings, texts: list[str], using: str | 
 
 
 def point_vectors(
-    settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
+    settings: CollectionConfig, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
 ) -> PointVectors:
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
     ``given``, checked, from elsewhere), each multivector slot's token vectors and, with BM25, the term weights."""

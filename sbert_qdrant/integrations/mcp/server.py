@@ -24,9 +24,9 @@ from ...records import Hit, check_text
 from ...types import CountKind, SearchMode
 from . import results
 from .access import auth_options
+from .agent_tools import Server, Tool, agent_tool
 from .backend import Backend, encoding_workers
 from .filterable import both, field_filter
-from .protocol import Server, Tool, agent_tool
 from .settings import McpSettings
 
 if TYPE_CHECKING:
