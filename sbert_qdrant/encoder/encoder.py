@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import EncoderModule, Features
-from .identity import encoder_identity, model_name, weights_digest
+from .identity import encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import (
@@ -161,10 +161,11 @@ class SentenceEncoder(nn.Module):
 
     @property
     def identity(self) -> str:
-        """``name@fingerprint`` of what decides the stored vectors (weights, modules, document prompt), the same at
-        any precision and device: a collection records it and refuses vectors or searches of another encoder."""
+        """``name@fingerprint`` of what decides the stored vectors (weights, modules and their settings such as the
+        pooling mode, document prompt), the same at any precision and device: a collection records it and refuses
+        vectors or searches of another encoder."""
         weights = weights_digest(self.pipeline) if self.precision == "fp32" else self._weights  # fp32: maybe trained
-        return encoder_identity(self.model_name, weights, self.document_prompt)
+        return encoder_identity(self.model_name, weights, self.document_prompt, modules_digest(self.pipeline))
 
     @property
     def normalizes(self) -> bool:
