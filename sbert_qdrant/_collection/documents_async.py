@@ -6,6 +6,7 @@ Written once, for asyncio; ``tools/unasync.py`` derives ``_documents_sync.py`` (
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -99,6 +100,7 @@ class AsyncDocuments:
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
+            total=operator.length_hint(documents) or None,
             documents=True,
             unit="document",
         )
@@ -137,6 +139,7 @@ class AsyncDocuments:
         weights: Sequence[float] | None,
         chunks: int,
         score: Scoring,
+        diversity: float | None,
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
@@ -152,7 +155,7 @@ class AsyncDocuments:
             raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
         if candidates is None:
             candidates = max(depth * chunks * 4, 100)
-        plan = search_plan(mode, fusion, weights, None, candidates, depth, search_params)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         await context.ensure(create=False)
         search = (await run_blocking(engine_searches, config, context.bm25, texts, plan))[0]

@@ -8,6 +8,7 @@ edit that file, then run ``make generate``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -101,6 +102,7 @@ class Documents:
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
+            total=operator.length_hint(documents) or None,
             documents=True,
             unit="document",
         )
@@ -139,6 +141,7 @@ class Documents:
         weights: Sequence[float] | None,
         chunks: int,
         score: Scoring,
+        diversity: float | None,
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
@@ -154,7 +157,7 @@ class Documents:
             raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
         if candidates is None:
             candidates = max(depth * chunks * 4, 100)
-        plan = search_plan(mode, fusion, weights, None, candidates, depth, search_params)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         context.ensure(create=False)
         search = (run_blocking(engine_searches, config, context.bm25, texts, plan))[0]

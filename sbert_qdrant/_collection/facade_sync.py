@@ -440,6 +440,7 @@ class TextCollection:
         weights: Sequence[float] | None = None,
         chunks: int = 3,
         score: Scoring = "max",
+        diversity: float | None = None,
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
@@ -450,6 +451,8 @@ class TextCollection:
         score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
         their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
+        diversity: 0..1 picks chunks by maximal marginal relevance (dense vectors) among ``candidates``, and
+        documents in the order of their first pick: fewer near-repeats in a RAG context.
         rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
         search_params: as in ``search_text``.
         """
@@ -463,6 +466,7 @@ class TextCollection:
             weights=weights,
             chunks=chunks,
             score=score,
+            diversity=diversity,
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,

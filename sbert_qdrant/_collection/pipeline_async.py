@@ -23,12 +23,13 @@ B = TypeVar("B")
 @dataclass(frozen=True)
 class Step:
     """What one batch writes: its records' ids (every one, in input order), the records it writes and those already
-    stored (left alone), a blocking ``encode`` of its points, and the ``write`` of those vectors (None: nothing)."""
+    stored (left alone), a blocking ``encode`` of its points (reporting ``progress(done, total)`` as it goes), and
+    the ``write`` of those vectors (None: nothing)."""
 
     ids: list[Key]
     writes: list[Key]
     stored: list[Key]
-    encode: Callable[[], PointVectors | None]
+    encode: Callable[[Callable[[int, int], None]], PointVectors | None]
     write: Callable[[PointVectors | None], Awaitable[None]] | None
 
 
@@ -42,6 +43,8 @@ class Pipeline(Generic[B]):
     ensure: Callable[[], Awaitable[None]]
     show_progress: bool = False
     unit: str = "text"
+    #: Records the input holds, where known (a list, a counted file): the bar's total and ETA.
+    total: int | None = None
 
     async def run(self, batches: Iterable[B]) -> UpsertResult:
         """Write every batch; ``UpsertResult.written`` counts records written once their write has landed."""
@@ -54,13 +57,15 @@ class Pipeline(Generic[B]):
         ledger = WriteLedger()
         async with Writer() as writer:
             pending: tuple[Any, list[Key]] | None = None
-            with tqdm(desc="Upserting", unit=self.unit, disable=not self.show_progress) as bar:
+            with tqdm(desc="Upserting", unit=self.unit, total=self.total, disable=not self.show_progress) as bar:
+                progress = _Progress(bar)
                 try:
                     for batch in itertools.chain([first], batches):
                         step = await self.plan(batch)
                         result.extend(step.ids)
                         ledger.add(step.ids)
-                        vectors = await run_blocking(step.encode) if step.writes else None
+                        tick = progress.within(len(step.ids))
+                        vectors = await run_blocking(step.encode, tick) if step.writes else None
                         if pending is not None:
                             await writer.wait(pending[0])
                             _landed(pending[1], result, ledger)
@@ -69,7 +74,7 @@ class Pipeline(Generic[B]):
                             pending = (writer.start(step.write, vectors), step.writes)
                         ledger.stored(step.stored)
                         result.skipped += len(step.ids) - len(step.writes)
-                        bar.update(len(step.ids))
+                        progress.done(len(step.ids))
                     if pending is not None:
                         await writer.wait(pending[0])
                         _landed(pending[1], result, ledger)
@@ -78,6 +83,27 @@ class Pipeline(Generic[B]):
                         ledger.stored(pending[1])  # the write in flight landed
                     raise _partial_write_error(self.collection_name, exc, ledger) from exc
         return result
+
+
+class _Progress:
+    """The one bar of a write, in records: a batch's share moves as its texts are encoded, so that the bar moves
+    from the first batch on (a batch of documents is thousands of chunks)."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar, self.base, self.shown = bar, 0, 0
+
+    def _show(self, position: int) -> None:
+        if position > self.shown:
+            self.bar.update(position - self.shown)
+            self.shown = position
+
+    def within(self, records: int) -> Callable[[int, int], None]:
+        """The ``progress(done, total)`` of the next batch's encoding, ``records`` records in all."""
+        return lambda done, total: self._show(self.base + records * done // max(total, 1))
+
+    def done(self, records: int) -> None:
+        self.base += records
+        self._show(self.base)
 
 
 def _landed(keys: list[Key], result: UpsertResult, ledger: WriteLedger) -> None:

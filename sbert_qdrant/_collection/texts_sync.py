@@ -8,6 +8,7 @@ edit that file, then run ``make generate``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -17,8 +18,8 @@ import numpy as np
 from qdrant_client import models
 
 from ..dedup import Calibration, best_f1_threshold
-from ..documents import is_chunk, texts_only
-from ..errors import InvalidArgumentError
+from ..documents import first_chunks_only, is_chunk, texts_only
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..layout import PointLayout
 from ..protocols import Reranker
 from ..records import (
@@ -86,6 +87,7 @@ class Texts:
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
+            total=operator.length_hint(texts) or None,
         )
 
     def delete(self, ids: Sequence[Key] | None, query_filter: models.Filter | None, wait: bool) -> None:
@@ -167,7 +169,21 @@ class Texts:
             score_threshold,
             payload_selector(config, with_payload, rerank),
         )
+        if context.documents and not any(found):
+            self._require_texts()
         return [hits(config, rows) for rows in found]
+
+    def _require_texts(self) -> None:
+        """Say why a text search of a collection holding documents and no texts finds nothing (never silently)."""
+        context = self.context
+        if context.store.count(context.name, context.texts_only(None)):
+            return
+        documents = context.store.count(context.name, first_chunks_only(None))
+        raise UnsupportedError(
+            f"collection {context.name!r} holds {documents} documents and no texts: a text search never returns a "
+            "piece of a document. Search them one hit per document with search_documents(query) (CLI: search "
+            "--documents; LangChain and LlamaIndex: SbertDocumentRetriever)."
+        )
 
     def find_duplicates(self, texts: list[str], threshold: float | None, limit: int) -> list[list[Hit]]:
         """Each text's stored duplicates, the record stored from the very same text left out."""

@@ -4,6 +4,7 @@ BM25, the term weights (blocking work: the async collection runs it off the even
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from ..store.base import PointVectors
 from .schema import CollectionSettings
 
 logger = logging.getLogger("sbert_qdrant.collection")
+
+#: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded.
+PROGRESS_SLICE = 256
 
 
 def show_progress(settings: CollectionSettings, show: bool | None) -> bool:
@@ -36,16 +40,26 @@ def encode_queries(settings: CollectionSettings, texts: list[str], using: str | 
 
 
 def point_vectors(
-    settings: CollectionSettings, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
+    settings: CollectionSettings,
+    bm25: Bm25 | None,
+    texts: list[str],
+    given: list[np.ndarray] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PointVectors:
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
-    ``given``, checked, from elsewhere) and, with BM25, the term weights."""
-    dense = {
-        name: np.stack(given)
-        if given is not None and name == settings.vector_name
-        else encode_documents(settings, texts, name)
-        for name in settings.encoders
-    }
+    ``given``, checked, from elsewhere) and, with BM25, the term weights. ``progress(done, total)`` is called after
+    every ``PROGRESS_SLICE`` texts encoded."""
+    encoded = [name for name in settings.encoders if given is None or name != settings.vector_name]
+    total, done = len(texts) * len(encoded), 0
+    dense = {settings.vector_name: np.stack(given)} if given is not None else {}
+    for name in encoded:
+        parts = []
+        for start in range(0, len(texts), PROGRESS_SLICE):
+            parts.append(encode_documents(settings, texts[start : start + PROGRESS_SLICE], name))
+            done += len(parts[-1])
+            if progress is not None:
+                progress(done, total)
+        dense[name] = np.concatenate(parts)
     sparse = settings.layout.sparse
     if bm25 is None or sparse is None:
         return PointVectors(dense)

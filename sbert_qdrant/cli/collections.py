@@ -191,6 +191,13 @@ def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
     return models.SearchParams(exact=args.exact, hnsw_ef=args.hnsw_ef, quantization=quantization)
 
 
+def _score_label(args: argparse.Namespace) -> str:
+    """What the printed scores are: the search mode's own, or the cross-encoder's."""
+    if args.rerank is not None:
+        return "cross-encoder"
+    return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion} fused")
+
+
 def _search_documents(args: argparse.Namespace) -> int:
     cross_encoder = _cross_encoder(args)
     with open_collection(args) as coll:
@@ -202,6 +209,7 @@ def _search_documents(args: argparse.Namespace) -> int:
                 score_threshold=args.threshold,
                 mode=args.mode,
                 fusion=args.fusion,
+                diversity=args.diversity,
                 rerank=cross_encoder,
                 rerank_candidates=args.rerank_candidates,
                 search_params=_search_params(args),
@@ -215,7 +223,7 @@ def _search_documents(args: argparse.Namespace) -> int:
                 row = {"query": query, "id": hit.id, "score": hit.score, "payload": hit.payload, "chunks": chunks}
                 print(json.dumps(row, ensure_ascii=False))
             continue
-        print(f"query: {query}")
+        print(f"query: {query}  (scores: {_score_label(args)})")
         for rank, hit in enumerate(hits, 1):
             print(f"  {rank:>2}. {hit.score:6.3f}  document {hit.id}")
             for chunk in hit.chunks:
@@ -249,9 +257,9 @@ def _search(args: argparse.Namespace) -> int:
                     row["retrieval_score"] = hit.retrieval_score
                 print(json.dumps({**row, "payload": hit.payload}, ensure_ascii=False))
             continue
-        print(f"query: {query}")
+        print(f"query: {query}  (scores: {_score_label(args)})")
         for rank, hit in enumerate(found, 1):
-            print(f"  {rank:>2}. {hit.score:6.3f}  {_clip(hit.text, 90)}")
+            print(f"  {rank:>2}. {hit.score:6.3f}  {hit.id}  {_clip(hit.text, 80)}")
         if not found:
             print("  (no hits)")
     return 0

@@ -11,9 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable
+from typing import cast
 
 import torch
 from torch import nn
+
+from .base import EncoderModule
 
 #: Values sampled per parameter tensor (evenly spaced): fine-tuning moves all of them.
 _SAMPLES = 512
@@ -41,7 +45,7 @@ def modules_digest(modules: nn.Module) -> str:
     """6 hex digits of every module's type and settings (pooling modes, Dense activation, lower-casing, ...)."""
     shapes = [
         [type(module).__name__, {k: v for k, v in module.config().items() if k not in _NOT_SHAPING}]
-        for module in modules.children()
+        for module in cast(Iterable[EncoderModule], modules.children())
     ]
     return hashlib.blake2b(json.dumps(shapes, sort_keys=True).encode(), digest_size=3).hexdigest()
 
