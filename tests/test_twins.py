@@ -43,6 +43,7 @@ DOCUMENTED = {
     "exists",
     "delete_collection",
     "close",
+    "list_collections",
 }
 
 

@@ -149,6 +149,10 @@ class TextCollection:
         """Whether the collection exists in the engine."""
         return self._ctx.store.describe(self.collection_name) is not None
 
+    def list_collections(self) -> list[str]:
+        """The names of every collection in this collection's engine (its folder, server or client), sorted."""
+        return self._ctx.store.names()
+
     def create(self) -> None:
         """Create the collection now, as the first write would (the encoder's size, BM25, payload indexes), where
         it does not exist; an existing one is checked and left as it is (``recreate=True``: dropped first). For

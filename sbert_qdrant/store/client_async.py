@@ -59,6 +59,10 @@ class AsyncClientStore:
             return None
         return rq.existing(await self._call(f"get_collection({name!r})", "get_collection", name))
 
+    async def names(self) -> list[str]:
+        found = await self._call("get_collections()", "get_collections")
+        return sorted(c.name for c in found.collections)
+
     async def create(self, spec: CollectionSpec) -> None:
         try:
             await self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))

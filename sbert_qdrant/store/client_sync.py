@@ -60,6 +60,10 @@ class ClientStore:
             return None
         return rq.existing(self._call(f"get_collection({name!r})", "get_collection", name))
 
+    def names(self) -> list[str]:
+        found = self._call("get_collections()", "get_collections")
+        return sorted(c.name for c in found.collections)
+
     def create(self, spec: CollectionSpec) -> None:
         try:
             self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))

@@ -115,6 +115,11 @@ class EdgeStore:
             metadata=self.metadata(name),
         )
 
+    def names(self) -> list[str]:
+        if not self.location.is_dir():
+            return []
+        return sorted(p.parent.parent.name for p in self.location.glob("*/shard/edge_config.json"))
+
     def create(self, spec: CollectionSpec) -> None:
         folder = self._folder(spec.name)
         hnsw = None

@@ -75,6 +75,8 @@ def _open(
                 f"client must be a qdrant_client.{client_type.__name__}, not {type(target).__name__} (use {other})."
             )
         return store_type(target, retry or retry_policy(settings), close_client=False)
+    if kind == "location" and os.fspath(target) == ":memory:":  # qdrant-client's spelling: its in-memory local mode
+        return store_type(client_type(location=":memory:"), retry or retry_policy(settings))
     if kind == "url":
         return store_type(client_type(**_client_options(target, api_key, settings)), retry or retry_policy(settings))
     return EdgeStore(target) if flavour == "sync" else ThreadedStore(EdgeStore(target))

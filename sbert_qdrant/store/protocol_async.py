@@ -32,6 +32,9 @@ class AsyncVectorStore(Protocol):
     async def describe(self, name: str) -> ExistingCollection | None:
         """An existing collection's vectors and metadata, or None when it does not exist."""
 
+    async def names(self) -> list[str]:
+        """The names of the collections in the engine, sorted."""
+
     async def create(self, spec: CollectionSpec) -> None: ...
 
     async def drop(self, name: str) -> None: ...

@@ -34,6 +34,9 @@ class VectorStore(Protocol):
     def describe(self, name: str) -> ExistingCollection | None:
         """An existing collection's vectors and metadata, or None when it does not exist."""
 
+    def names(self) -> list[str]:
+        """The names of the collections in the engine, sorted."""
+
     def create(self, spec: CollectionSpec) -> None: ...
 
     def drop(self, name: str) -> None: ...
