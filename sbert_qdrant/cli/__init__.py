@@ -27,6 +27,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     groups = [_ALONE[verb]] if verb in _ALONE else _COMMAND_GROUPS
     for group in groups:
         importlib.import_module(f".{group}", __name__).add_commands(commands)
+    for command in commands.choices.values():  # -v after the verb too; SUPPRESS keeps one given before it
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO")
     return parser
 
 
