@@ -70,3 +70,61 @@ def test_list_collections(make: Engines, tiny_encoder: SentenceEncoder) -> None:
     make.open(tiny_encoder, "a_papers").upsert_documents(TEXTS[:1])
     names = first.list_collections()
     assert [n.removeprefix(make.prefix) for n in names if n.startswith(make.prefix)] == ["a_papers", "b_faq"]
+
+
+QUESTIONS = ["How do I learn Python?", "Best way to learn Python?", "Why is the sky blue?", "Capital of France?"]
+
+
+def test_search_offset_and_with_vectors_as_qdrant_client(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """offset skips the best hits (query_points' offset); with_vectors brings each hit's stored vector."""
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS, ids=["a", "b", "c", "d"])
+    every = [h.id for h in coll.search_text("learn Python", limit=4)]
+    assert [h.id for h in coll.search_text("learn Python", limit=2, offset=1)] == every[1:3]
+    assert [h.id for h in coll.search_text("learn Python", limit=2, offset=3)] == every[3:]
+    hits = coll.search_text("learn Python", limit=2, with_vectors=True)
+    stored = {t.id: t.vector for t in coll.get(every, with_vectors=True)}
+    for hit in hits:
+        np.testing.assert_allclose(hit.vector, stored[hit.id], atol=1e-6)
+    assert coll.search_text("learn Python", limit=1)[0].vector is None
+    with pytest.raises(InvalidArgumentError, match="offset=-1"):
+        coll.search_text("x", offset=-1)
+
+
+def test_search_by_vector_and_by_stored_id(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """By a vector: the same hits as by its text; by a stored id ("more like this"): its neighbours, itself left out
+    (qdrant-client's query_points(query=point_id) leaves the point out too)."""
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS, ids=["a", "b", "c", "d"])
+    by_text = coll.search_text("learn Python", limit=3)
+    by_vector = coll.search_by_vector(tiny_encoder.encode_query("learn Python"), limit=3)
+    assert [h.id for h in by_vector] == [h.id for h in by_text]
+    assert all(abs(x.score - y.score) < 1e-4 for x, y in zip(by_vector, by_text, strict=True))
+    like_a = coll.search_similar("a", limit=3)
+    assert "a" not in [h.id for h in like_a] and len(like_a) == 3
+    vector_a = coll.get(["a"], with_vectors=True)[0].vector
+    assert [h.id for h in like_a] == [h.id for h in coll.search_by_vector(vector_a, limit=4)][1:]
+    with pytest.raises(InvalidArgumentError, match="not a stored text"):
+        coll.search_similar("zzz")
+    with pytest.raises(InvalidArgumentError, match="pass 32 finite numbers"):
+        coll.search_by_vector([0.0] * 3)
+
+
+def test_scroll_pages_as_qdrant_client(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """scroll(scroll_filter, limit, offset) -> (page, next offset), every text once, documents' chunks never."""
+    from qdrant_client import models
+
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS, ids=["a", "b", "c", "d"], payloads=[{"n": i} for i in range(4)])
+    coll.upsert_documents(["A long page about Python. " * 10], ids=["doc"], chunk_tokens=12)
+    seen, offset, pages = [], None, 0
+    while True:
+        page, offset = coll.scroll(limit=3, offset=offset)
+        seen += [t.id for t in page]
+        pages += 1
+        if offset is None:
+            break
+    assert sorted(seen) == ["a", "b", "c", "d"] and pages == 2
+    some = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(gte=2))])
+    page, offset = coll.scroll(some, limit=10, with_vectors=True)
+    assert sorted(t.id for t in page) == ["c", "d"] and offset is None and page[0].vector is not None

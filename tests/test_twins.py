@@ -44,6 +44,9 @@ DOCUMENTED = {
     "delete_collection",
     "close",
     "list_collections",
+    "scroll",
+    "search_by_vector",
+    "search_similar",
 }
 
 

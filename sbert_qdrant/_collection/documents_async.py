@@ -56,7 +56,7 @@ from .search import (
     search_plan,
     tie_ordered,
 )
-from .vectors import point_vectors, show_progress
+from .vectors import PROGRESS_SLICE, point_vectors, show_progress
 
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]
@@ -179,18 +179,19 @@ def _groups(
     prepare: Callable[[CheckedRecord], PreparedDocument],
     size: int,
 ) -> Iterator[_Group]:
-    """Documents in groups of about ``size`` chunks, each record's id in input order; a document's chunks are never
-    split between two writes."""
+    """Documents in groups of about ``size`` chunks (the first of ``PROGRESS_SLICE``, so that a load shows progress
+    and lands its first write early), each record's id in input order; a document's chunks are never split between
+    two writes."""
     ids: list[Key] = []
     group: list[PreparedDocument] = []
-    count = 0
+    count, limit = 0, min(size, PROGRESS_SLICE)
     for every, keep in batches:
         kept = {id(record) for record in keep}
         for record in every:
             document = prepare(record) if id(record) in kept else None  # a repeat is written once, counted each time
-            if document is not None and group and count + len(document.chunks) > size:
+            if document is not None and group and count + len(document.chunks) > limit:
                 yield ids, group
-                ids, group, count = [], [], 0
+                ids, group, count, limit = [], [], 0, size
             ids.append(record.id)
             if document is not None:
                 group.append(document)

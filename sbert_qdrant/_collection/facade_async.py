@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 
 from ..dedup import Calibration
@@ -305,6 +306,8 @@ class AsyncTextCollection:
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -317,7 +320,8 @@ class AsyncTextCollection:
         search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
         collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
         server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
-        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder.
+        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder. offset: hits to
+        skip (pagination, as qdrant-client's); with_vectors: each hit's stored vector in ``Hit.vector``.
         """
         found = await self.search_texts(
             [query],
@@ -334,6 +338,8 @@ class AsyncTextCollection:
             rerank_candidates=rerank_candidates,
             search_params=search_params,
             using=using,
+            offset=offset,
+            with_vectors=with_vectors,
         )
         return found[0]
 
@@ -354,6 +360,8 @@ class AsyncTextCollection:
         rerank_candidates: int = 50,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         return await self._texts.search(
@@ -371,7 +379,69 @@ class AsyncTextCollection:
             rerank_candidates=rerank_candidates,
             search_params=search_params,
             using=using,
+            offset=offset,
+            with_vectors=with_vectors,
         )
+
+    async def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+        using: str | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
+        ``query_points(query=vector)``; ``using``: the dense slot (None: the primary)."""
+        return await self._texts.search_vector(
+            vector,
+            limit,
+            query_filter,
+            score_threshold,
+            with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=using,
+        )
+
+    async def search_similar(
+        self,
+        id: Key,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
+        qdrant-client's ``query_points(query=point_id)``."""
+        return await self._texts.search_similar(
+            id,
+            limit,
+            query_filter,
+            score_threshold=score_threshold,
+            with_payload=with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=None,
+        )
+
+    async def scroll(
+        self,
+        scroll_filter: models.Filter | None = None,
+        limit: int = 10,
+        offset: Key | None = None,
+        with_vectors: bool = False,
+    ) -> tuple[list[StoredText], Key | None]:
+        """A page of stored texts (those matching ``scroll_filter``) and the id of the text the next page starts at
+        (None: no more), as qdrant-client's ``scroll``: pass it back as ``offset``. Documents' chunks are left out."""
+        return await self._texts.scroll(scroll_filter, limit, offset, with_vectors)
 
     # -- documents -------------------------------------------------------------------------------------------------
 

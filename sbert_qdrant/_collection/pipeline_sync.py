@@ -9,7 +9,7 @@ edit that file, then run ``make generate``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -51,6 +51,12 @@ class Pipeline(Generic[B]):
     def run(self, batches: Iterable[B]) -> UpsertResult:
         """Write every batch; ``UpsertResult.written`` counts records written once their write has landed."""
         batches = iter(batches)
+        with tqdm(desc="Upserting", unit=self.unit, total=self.total, disable=not self.show_progress) as bar:
+            progress = _Progress(bar)  # shown from the start: the first batch may take a while to check and chunk
+            return self._run(batches, progress)
+
+    def _run(self, batches: Iterator[B], progress: _Progress) -> UpsertResult:
+        """The write itself, moving ``progress``."""
         first = next(batches, None)  # a list input is checked whole here, before anything is written
         result = UpsertResult()
         if first is None:
@@ -59,31 +65,29 @@ class Pipeline(Generic[B]):
         ledger = WriteLedger()
         with Writer() as writer:
             pending: tuple[Any, list[Key]] | None = None
-            with tqdm(desc="Upserting", unit=self.unit, total=self.total, disable=not self.show_progress) as bar:
-                progress = _Progress(bar)
-                try:
-                    for batch in itertools.chain([first], batches):
-                        step = self.plan(batch)
-                        result.extend(step.ids)
-                        ledger.add(step.ids)
-                        tick = progress.within(len(step.ids))
-                        vectors = run_blocking(step.encode, tick) if step.writes else None
-                        if pending is not None:
-                            writer.wait(pending[0])
-                            _landed(pending[1], result, ledger)
-                            pending = None
-                        if step.write is not None:
-                            pending = (writer.start(step.write, vectors), step.writes)
-                        ledger.stored(step.stored)
-                        result.skipped += len(step.ids) - len(step.writes)
-                        progress.done(len(step.ids))
+            try:
+                for batch in itertools.chain([first], batches):
+                    step = self.plan(batch)
+                    result.extend(step.ids)
+                    ledger.add(step.ids)
+                    tick = progress.within(len(step.ids))
+                    vectors = run_blocking(step.encode, tick) if step.writes else None
                     if pending is not None:
                         writer.wait(pending[0])
                         _landed(pending[1], result, ledger)
-                except Exception as exc:
-                    if pending is not None and writer.settle(pending[0]):
-                        ledger.stored(pending[1])  # the write in flight landed
-                    raise _partial_write_error(self.collection_name, exc, ledger) from exc
+                        pending = None
+                    if step.write is not None:
+                        pending = (writer.start(step.write, vectors), step.writes)
+                    ledger.stored(step.stored)
+                    result.skipped += len(step.ids) - len(step.writes)
+                    progress.done(len(step.ids))
+                if pending is not None:
+                    writer.wait(pending[0])
+                    _landed(pending[1], result, ledger)
+            except Exception as exc:
+                if pending is not None and writer.settle(pending[0]):
+                    ledger.stored(pending[1])  # the write in flight landed
+                raise _partial_write_error(self.collection_name, exc, ledger) from exc
         return result
 
 

@@ -133,23 +133,29 @@ class AsyncClientStore:
         return rq.stored(found, vector_name)
 
     async def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> AsyncIterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
-        offset: Any = None
+        start: Any = offset
         while True:
-            records, offset = await self._call(
+            records, start = await self._call(
                 f"scroll of {name!r}",
                 "scroll",
                 name,
                 scroll_filter=query_filter,
                 limit=batch_size,
-                offset=offset,
+                offset=start,
                 with_vectors=vectors,
             )
             if records:
                 yield rq.stored(records, vector_name)
-            if offset is None:
+            if start is None:
                 return
 
     async def delete(

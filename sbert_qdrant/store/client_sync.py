@@ -134,23 +134,29 @@ class ClientStore:
         return rq.stored(found, vector_name)
 
     def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> Iterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
-        offset: Any = None
+        start: Any = offset
         while True:
-            records, offset = self._call(
+            records, start = self._call(
                 f"scroll of {name!r}",
                 "scroll",
                 name,
                 scroll_filter=query_filter,
                 limit=batch_size,
-                offset=offset,
+                offset=start,
                 with_vectors=vectors,
             )
             if records:
                 yield rq.stored(records, vector_name)
-            if offset is None:
+            if start is None:
                 return
 
     def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None:

@@ -89,3 +89,29 @@ def test_llama_index_retriever_returns_one_node_per_document() -> None:
     expected = [(d.id, d.score) for d in papers().search_documents("zebras at dawn", limit=2, chunks=1)]
     assert [(n.node.node_id, n.score) for n in nodes] == [(str(i), s) for i, s in expected]
     assert [n.node.node_id for n in asyncio.run(retriever.aretrieve("zebras at dawn"))] == [str(i) for i, _ in expected]
+
+
+def test_from_existing_collection_and_search_by_vector_as_langchain_qdrant(tmp_path: Any) -> None:
+    """langchain-qdrant's QdrantVectorStore.from_existing_collection and similarity_search_by_vector, on the same
+    texts and fake embeddings: the same documents in the same order."""
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_qdrant import QdrantVectorStore
+
+    from sbert_qdrant import CollectionNotFoundError
+
+    embeddings = DeterministicFakeEmbedding(size=16)
+    texts = ["zebras at dawn", "bread and yeast", "the blue sky", "Qdrant Edge in-process"]
+    client = QdrantClient(":memory:")
+    SbertQdrantVectorStore.from_texts(texts, embeddings, ids=list("abcd"), collection_name="ours", client=client)
+    ours = SbertQdrantVectorStore.from_existing_collection("ours", embeddings, client=client)
+    folder = str(tmp_path / "theirs")
+    QdrantVectorStore.from_texts(texts, embeddings, path=folder, collection_name="theirs").client.close()
+    theirs = QdrantVectorStore.from_existing_collection("theirs", embeddings, path=folder)
+    vector = embeddings.embed_query("the blue sky")
+    mine = [d.page_content for d in ours.similarity_search_by_vector(vector, k=3)]
+    assert mine == [d.page_content for d in theirs.similarity_search_by_vector(vector, k=3)]
+    assert mine[0] == "the blue sky"
+    found = asyncio.run(ours.asimilarity_search_by_vector(vector, k=1))
+    assert [d.id for d in found] == ["c"]
+    with pytest.raises(CollectionNotFoundError, match="'ours'"):
+        SbertQdrantVectorStore.from_existing_collection("missing", embeddings, client=client)
