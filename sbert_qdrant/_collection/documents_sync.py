@@ -58,7 +58,7 @@ from .search import (
     search_plan,
     tie_ordered,
 )
-from .vectors import PROGRESS_SLICE, point_vectors, show_progress
+from .vectors import FIRST_GROUP, point_vectors, show_progress
 
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]
@@ -181,12 +181,12 @@ def _groups(
     prepare: Callable[[CheckedRecord], PreparedDocument],
     size: int,
 ) -> Iterator[_Group]:
-    """Documents in groups of about ``size`` chunks (the first of ``PROGRESS_SLICE``, so that a load shows progress
-    and lands its first write early), each record's id in input order; a document's chunks are never split between
+    """Documents in groups of about ``size`` chunks (the first of ``FIRST_GROUP``, so that a load's bar moves and its
+    first write lands early), each record's id in input order; a document's chunks are never split between
     two writes."""
     ids: list[Key] = []
     group: list[PreparedDocument] = []
-    count, limit = 0, min(size, PROGRESS_SLICE)
+    count, limit = 0, min(size, FIRST_GROUP)
     for every, keep in batches:
         kept = {id(record) for record in keep}
         for record in every:

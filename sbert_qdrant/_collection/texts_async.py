@@ -138,6 +138,7 @@ class AsyncTexts:
         with_vectors: bool,
     ) -> list[list[Hit]]:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
+        check_limit(limit)
         check_offset(offset)
         depth = rerank_depth(rerank, rerank_candidates, limit + offset)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using)
