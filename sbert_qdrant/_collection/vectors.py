@@ -17,7 +17,7 @@ logger = logging.getLogger("sbert_qdrant.collection")
 #: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded.
 PROGRESS_SLICE = 256
 #: Chunks in a documents load's first write: the bar's first move comes after these are encoded.
-FIRST_GROUP = 64
+FIRST_GROUP = 32
 
 
 def show_progress(settings: CollectionSettings, show: bool | None) -> bool:
