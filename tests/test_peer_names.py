@@ -3,13 +3,22 @@ checked against the peer it copies."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 from flavours import Engines
 from sentence_transformers import util
 
-from sbert_qdrant import InvalidArgumentError, SentenceEncoder, quantize_embeddings, similarity, similarity_pairwise
+from sbert_qdrant import (
+    InvalidArgumentError,
+    SentenceEncoder,
+    TextCollection,
+    quantize_embeddings,
+    similarity,
+    similarity_pairwise,
+)
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "What is the capital of France?", "Best pizza in town"]
 
@@ -128,3 +137,16 @@ def test_scroll_pages_as_qdrant_client(make: Engines, tiny_encoder: SentenceEnco
     some = models.Filter(must=[models.FieldCondition(key="n", range=models.Range(gte=2))])
     page, offset = coll.scroll(some, limit=10, with_vectors=True)
     assert sorted(t.id for t in page) == ["c", "d"] and offset is None and page[0].vector is not None
+
+
+def test_location_memory_is_qdrant_clients_in_memory_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_encoder: SentenceEncoder
+) -> None:
+    """location=":memory:" means what qdrant-client means by it, never a folder named ":memory:"."""
+    monkeypatch.chdir(tmp_path)
+    with TextCollection("faq", tiny_encoder, location=":memory:") as coll:
+        coll.upsert_texts(QUESTIONS, ids=["a", "b", "c", "d"])
+        assert coll.search_text("sky", limit=1)[0].id == "c" and coll.list_collections() == ["faq"]
+    assert not (tmp_path / ":memory:").exists()
+    with TextCollection("faq", tiny_encoder, location=":memory:") as fresh:
+        assert not fresh.exists()  # each one its own memory, as QdrantClient(":memory:")
