@@ -21,6 +21,9 @@ from .encoder import SentenceEncoder as SentenceEncoder
 from .encoder import Transformer as Transformer
 from .encoder import WeightedLayerPooling as WeightedLayerPooling
 from .encoder import load_encoder as load_encoder
+from .encoder.similarity import quantize_embeddings as quantize_embeddings
+from .encoder.similarity import similarity as similarity
+from .encoder.similarity import similarity_pairwise as similarity_pairwise
 from .errors import CollectionMismatchError as CollectionMismatchError
 from .errors import CollectionNotFoundError as CollectionNotFoundError
 from .errors import DataFormatError as DataFormatError

@@ -266,10 +266,15 @@ class Chunking:
         """The record's context, checked: a str short enough to leave most of a chunk's budget to the chunk."""
         if self.context_field is None:
             return ""
-        value = record.fields.get(self.context_field)
+        where = f"payloads[{record.index}][{self.context_field!r}]"
+        if self.context_field not in record.fields:
+            raise InvalidInputError(
+                f"{where} is missing: context_field={self.context_field!r} names the field put before every chunk; "
+                "give each document one (None or '' for no context), or drop context_field."
+            )
+        value = record.fields[self.context_field]
         if value is None:
             return ""
-        where = f"payloads[{record.index}][{self.context_field!r}]"
         if not isinstance(value, str):
             raise InvalidInputError(f"{where} is {type(value).__name__}, not str: context_field names a text field.")
         tokens = len(self.offsets(value))

@@ -2,7 +2,7 @@
 
 Every file the package reads as data goes through here (``sbert-qdrant index``/``dedup``/``demo``, ``train``/
 ``evaluate`` and the training readers): :func:`read_rows` yields its rows, :func:`read_columns` names its columns,
-:func:`detect_format` tells its format. One set of rules:
+:func:`detect_format` tells its format, :func:`count_rows` counts them for a progress bar. One set of rules:
 
 - **Format**: ``file_format=`` when given, else the name's suffix, ignoring a trailing ``.gz``: ``.jsonl``,
   ``.json``, ``.ndjson`` -> jsonl; ``.csv`` -> csv; ``.tsv`` -> tsv; ``.txt``, ``.text`` -> txt.
@@ -119,12 +119,26 @@ def _existing(path: str | os.PathLike[str]) -> Path:
     return source
 
 
+def count_rows(path: str | os.PathLike[str], file_format: str | None = None) -> int:
+    """About how many rows a file holds, read once without parsing (a progress bar's total): its non-blank lines,
+    less a CSV/TSV header (a CSV record spanning lines counts each of its lines)."""
+    kind = detect_format(path, file_format)
+    with _open(_existing(path)) as f:
+        lines = sum(1 for line in f if line.strip())
+    return max(0, lines - 1) if kind in ("csv", "tsv") else lines
+
+
 def _open(source: Path) -> TextIO:
-    with source.open("rb") as probe:
-        compressed = probe.read(2) == _GZIP_MAGIC
-    if compressed:
-        return gzip.open(source, "rt", encoding="utf-8-sig", newline="")
-    return source.open(encoding="utf-8-sig", newline="")
+    try:
+        with source.open("rb") as probe:
+            compressed = probe.read(2) == _GZIP_MAGIC
+        if compressed:
+            return gzip.open(source, "rt", encoding="utf-8-sig", newline="")
+        return source.open(encoding="utf-8-sig", newline="")
+    except OSError as exc:
+        raise DataFormatError(
+            f"data file {source} cannot be read ({exc.strerror or exc}); check its permissions."
+        ) from exc
 
 
 def _read(

@@ -87,5 +87,9 @@ def identity_of(encoder: object) -> str | None:
 
 
 def same_encoder(left: str, right: str) -> bool:
-    """Whether two identities name the same weights (the fingerprints match; names may differ)."""
-    return left.rpartition("@")[2] == right.rpartition("@")[2]
+    """Whether two identities name the same encoder (the fingerprints match; names may differ). An identity recorded
+    before the modules' settings joined it (no ``-modules`` part) is compared on weights and prompt only."""
+    ours, theirs = left.rpartition("@")[2], right.rpartition("@")[2]
+    if "-" in ours and "-" in theirs:
+        return ours == theirs
+    return ours.partition("-")[0] == theirs.partition("-")[0]

@@ -83,7 +83,8 @@ class TextRecord:
 class Hit:
     """A search result: the record's id, score, stored text and the caller's payload (``point_id``: the engine's).
 
-    After re-ranking by a cross-encoder, ``score`` is the cross-encoder's and ``retrieval_score`` the search's.
+    After re-ranking by a cross-encoder, ``score`` is the cross-encoder's and ``retrieval_score`` the search's;
+    ``vector``: the stored dense vector, when asked for (``with_vectors=True``).
     """
 
     id: Key
@@ -92,6 +93,7 @@ class Hit:
     payload: dict[str, Any] = field(default_factory=dict)
     point_id: str = ""
     retrieval_score: float | None = None
+    vector: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def test_bad_files_fail_with_file_and_line(tmp_path: Path, capsys: pytest.Captur
     assert main(["index", str(floats), "--id-field", "qid", *_engine(tmp_path)]) == 2
     assert f"{floats}:1: the id 1.5 in field 'qid' is a float" in capsys.readouterr().err
     assert main(["search", "x", *_engine(tmp_path)]) == 2  # nothing was written by the failed runs
-    assert "does not exist yet" in capsys.readouterr().err
+    assert "no collection 'faq' at --location" in capsys.readouterr().err
 
 
 @pytest.mark.long

@@ -228,7 +228,10 @@ def test_bad_chunk_context_writes_nothing(make: Engines, tiny_encoder: SentenceE
         coll.upsert_documents(["fine"], payloads=[{"title": "word " * 40}], context_field="title")
     with pytest.raises(InvalidArgumentError, match="context_field=''"):
         coll.upsert_documents(["fine"], context_field="")
+    with pytest.raises(InvalidInputError, match=r"payloads\[1\]\['title'\] is missing: context_field='title'"):
+        coll.upsert_documents(["fine", "fine too"], payloads=[{"title": "ok"}, {"topic": "x"}], context_field="title")
     assert not coll.exists()
+    assert coll.upsert_documents(["fine"], payloads=[{"title": None}], context_field="title").written == 1  # none
 
 
 def test_a_long_context_takes_its_tokens_from_the_chunk(offsets: Any) -> None:

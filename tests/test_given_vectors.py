@@ -19,6 +19,8 @@ from sbert_qdrant import (
     TextRecord,
     testing,
 )
+from sbert_qdrant.encoder import Dense, Normalize, Pooling
+from sbert_qdrant.protocols import same_encoder
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "What is the capital of France?", "Best pizza in town"]
 PAYLOADS = [{"n": i} for i in range(len(TEXTS))]
@@ -104,6 +106,34 @@ def test_a_collection_refuses_another_encoder(make: Engines, tiny_encoder: Sente
         other.search_text("sky")
 
 
+def test_a_collection_refuses_another_pooling_or_head(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """Issue 45 item 7: the same weights pooled by CLS (or with another Dense activation) make other vectors."""
+    make.open(tiny_encoder).upsert_texts(TEXTS)
+    transformer = tiny_encoder.transformer
+    cls_pooled = SentenceEncoder([transformer, Pooling(transformer.dimension, "cls"), Normalize()], device="cpu")
+    assert cls_pooled.identity.split("-")[0] == tiny_encoder.identity.split("-")[0]  # same weights and prompt
+    with pytest.raises(CollectionMismatchError, match=f"written by encoder {tiny_encoder.identity}"):
+        make.open(cls_pooled).search_text("sky")
+    torch.manual_seed(0)
+    tanh, identity = Dense(32, 32, activation="tanh"), Dense(32, 32)
+    identity.load_state_dict(tanh.state_dict())
+    heads = [SentenceEncoder([transformer, Pooling(32), d, Normalize()], device="cpu") for d in (tanh, identity)]
+    assert heads[0].identity != heads[1].identity
+    unnormalized = SentenceEncoder([transformer, Pooling(32)], device="cpu")
+    assert unnormalized.identity != tiny_encoder.identity
+    longer = testing.tiny_encoder()
+    longer.max_seq_length = 16  # cuts long texts only: the same model
+    assert longer.identity == tiny_encoder.identity
+
+
+def test_an_identity_recorded_before_the_modules_joined_still_opens(
+    make: Engines, tiny_encoder: SentenceEncoder
+) -> None:
+    legacy = tiny_encoder.identity.rpartition("-")[0]  # what releases before issue 45 recorded
+    assert same_encoder(legacy, tiny_encoder.identity) and not same_encoder(legacy + "-000000", tiny_encoder.identity)
+    make.open(tiny_encoder).upsert_texts(TEXTS, vectors=tiny_encoder.encode_document(TEXTS), vectors_from=legacy)
+
+
 def test_identity_follows_the_weights_not_the_precision(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
     identity = tiny_encoder.identity
     tiny_encoder.save(tmp_path / "tiny")
@@ -122,7 +152,7 @@ def test_identity_follows_the_weights_not_the_precision(tmp_path: Path, tiny_enc
 @pytest.mark.slow
 def test_default_model_identity_is_stable(default_encoder: SentenceEncoder) -> None:
     """The identity written into existing users' collections must not drift between releases."""
-    assert default_encoder.identity == "all-MiniLM-L6-v2@c530e2d4b490"
+    assert default_encoder.identity == "all-MiniLM-L6-v2@c530e2d4b490-0cd2d0"
 
 
 def test_documents_take_chunk_vectors_encoded_elsewhere(make: Engines, tiny_encoder: SentenceEncoder) -> None:

@@ -163,3 +163,29 @@ def test_another_tools_document_field_is_not_a_chunk(tiny_encoder: SentenceEncod
     theirs = TextCollection("memories", tiny_encoder, client=client, vector_name="", text_field="document")
     [stored] = theirs.get([theirs.search_text("fact", limit=1)[0].id])
     assert (stored.text, stored.payload) == ("a remembered fact", {"metadata": {"k": 1}})
+
+
+def test_a_text_search_of_documents_only_says_why(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """Issue 45 item 3: a collection of documents answers a text search with the fix, never a silent empty list."""
+    coll = make.open(tiny_encoder, "papers")
+    coll.upsert_documents([LONG], ids=["doc1"], chunk_tokens=24)
+    for call in (lambda: coll.search_text("sky"), lambda: coll.find_duplicates("Why is the sky blue?")):
+        with pytest.raises(UnsupportedError, match=r"holds 1 documents and no texts.*search_documents\(query\)"):
+            call()
+    assert [d.id for d in coll.search_documents("sky")] == ["doc1"]
+    coll.upsert_texts(["Why is the sky blue?"], ids=["q1"])
+    assert coll.search_text("sky", query_filter=IS_EN) == []  # texts there, none matches: an empty answer is true
+
+
+def test_documents_diversified(make: Engines, tiny_encoder: SentenceEncoder) -> None:
+    """Issue 45 item 4: search_documents(diversity=) picks chunks by MMR: near-repeats give way to other documents."""
+    coll = make.open(tiny_encoder, "papers")
+    same = "Sunlight scatters off the air's molecules, so the sky looks blue at noon."
+    docs = [same, same + " Really.", same + " Truly.", "Bread rises because yeast makes gas in the dough."]
+    coll.upsert_documents(docs, ids=["a", "b", "c", "d"])
+    plain = [d.id for d in coll.search_documents(same, limit=2)]
+    varied = [d.id for d in coll.search_documents(same, limit=2, diversity=1.0)]
+    assert plain[0] == "a" and plain[1] in ("b", "c")
+    assert varied[0] == "a" and varied[1] == "d"
+    with pytest.raises(InvalidArgumentError, match="diversity=2"):
+        coll.search_documents(same, diversity=2)

@@ -44,6 +44,10 @@ DOCUMENTED = {
     "stored_vectors",
     "delete_collection",
     "close",
+    "list_collections",
+    "scroll",
+    "search_by_vector",
+    "search_similar",
 }
 
 

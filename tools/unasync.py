@@ -41,7 +41,6 @@ RULES = [
     (r"\bAsyncQdrantClient\b", "QdrantClient"),
     (r"\bAsyncIterator\b", "Iterator"),
     (r"\bopen_async_store\b", "open_store"),
-    (r"\basync_collection_names\b", "collection_names"),
     (r"\b(\w+)_async\b", r"\1_sync"),
     (r"\bacall\b", "call"),
     (r" \(asyncio\)", ""),

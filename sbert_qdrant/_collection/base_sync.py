@@ -118,6 +118,10 @@ class CollectionBase:
         existing = self._ctx.store.describe(self.collection_name)
         return {} if existing is None else {name: spec.size for name, spec in sorted(existing.vectors.items())}
 
+    def list_collections(self) -> list[str]:
+        """The names of every collection in this collection's engine (its folder, server or client), sorted."""
+        return self._ctx.store.names()
+
     def create(self) -> None:
         """Create the collection now, as the first write would (the encoder's size, BM25, payload indexes), where
         it does not exist; an existing one is checked and left as it is (``recreate=True``: dropped first). For

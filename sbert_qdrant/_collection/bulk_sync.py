@@ -35,10 +35,12 @@ def write(
     show_progress: bool,
     documents: bool = False,
     unit: str = "text",
+    total: int | None = None,
 ) -> UpsertResult:
-    """Write ``batches`` through the pipeline (``plan`` as in ``Pipeline``); the collection is created (and marked
-    as holding ``documents``) once the first batch has passed its checks."""
-    pipeline = Pipeline(context.name, plan, partial(_start, context, bulk, documents), show_progress, unit)
+    """Write ``batches`` through the pipeline (``plan`` as in ``Pipeline``; ``total`` records, where known); the
+    collection is created (and marked as holding ``documents``) once the first batch has passed its checks."""
+    start = partial(_start, context, bulk, documents)
+    pipeline = Pipeline(context.name, plan, start, show_progress, unit, total)
     result = pipeline.run(batches)
     if bulk:
         # A point operation with wait=True returns once every earlier write of each shard's queue is applied.

@@ -10,6 +10,7 @@ from qdrant_client import models
 
 from ..documents import texts_only
 from ..encoder import Bm25
+from ..errors import StoreError
 from ..store.protocol_async import AsyncVectorStore
 from .runtime_async import Lock
 from .schema import CollectionConfig, holds_documents, with_documents
@@ -49,9 +50,15 @@ class AsyncCollectionContext:
                 self.bm25 = config.existing_bm25(existing)
                 self.documents = holds_documents(existing.metadata)
             elif not create:
-                raise config.missing()
+                raise config.missing(await self.store.names())
             else:
-                await self.store.create(config.spec())
+                try:
+                    await self.store.create(config.spec())
+                except OSError as exc:  # a read-only or missing location of an embedded engine
+                    raise StoreError(
+                        f"cannot create collection {name!r}: {exc.strerror or exc} ({exc.filename}); make the "
+                        "location writable or pick another one (location=, --location)."
+                    ) from exc
                 for field_name, schema in config.payload_indexes_to_create().items():
                     await self.store.create_payload_index(name, field_name, schema)
                 self.bm25 = config.bm25

@@ -12,6 +12,7 @@ from qdrant_client import models
 
 from ..documents import texts_only
 from ..encoder import Bm25
+from ..errors import StoreError
 from ..store.protocol_sync import VectorStore
 from .runtime_sync import Lock
 from .schema import CollectionConfig, holds_documents, with_documents
@@ -51,9 +52,15 @@ class CollectionContext:
                 self.bm25 = config.existing_bm25(existing)
                 self.documents = holds_documents(existing.metadata)
             elif not create:
-                raise config.missing()
+                raise config.missing(self.store.names())
             else:
-                self.store.create(config.spec())
+                try:
+                    self.store.create(config.spec())
+                except OSError as exc:  # a read-only or missing location of an embedded engine
+                    raise StoreError(
+                        f"cannot create collection {name!r}: {exc.strerror or exc} ({exc.filename}); make the "
+                        "location writable or pick another one (location=, --location)."
+                    ) from exc
                 for field_name, schema in config.payload_indexes_to_create().items():
                     self.store.create_payload_index(name, field_name, schema)
                 self.bm25 = config.bm25

@@ -8,6 +8,7 @@ edit that file, then run ``make generate``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -57,7 +58,7 @@ from .search import (
     search_plan,
     tie_ordered,
 )
-from .vectors import point_vectors, show_progress
+from .vectors import FIRST_GROUP, point_vectors, show_progress
 
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]
@@ -101,6 +102,7 @@ class Documents:
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
+            total=operator.length_hint(documents) or None,
             documents=True,
             unit="document",
         )
@@ -139,6 +141,7 @@ class Documents:
         weights: Sequence[float] | None,
         chunks: int,
         score: Scoring,
+        diversity: float | None,
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
@@ -154,7 +157,7 @@ class Documents:
             raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
         if candidates is None:
             candidates = max(depth * chunks * 4, 100)
-        plan = search_plan(mode, fusion, weights, None, candidates, depth, search_params)
+        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         context.ensure(create=False)
         search = (run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
@@ -178,18 +181,19 @@ def _groups(
     prepare: Callable[[CheckedRecord], PreparedDocument],
     size: int,
 ) -> Iterator[_Group]:
-    """Documents in groups of about ``size`` chunks, each record's id in input order; a document's chunks are never
-    split between two writes."""
+    """Documents in groups of about ``size`` chunks (the first of ``FIRST_GROUP``, so that a load's bar moves and its
+    first write lands early), each record's id in input order; a document's chunks are never split between
+    two writes."""
     ids: list[Key] = []
     group: list[PreparedDocument] = []
-    count = 0
+    count, limit = 0, min(size, FIRST_GROUP)
     for every, keep in batches:
         kept = {id(record) for record in keep}
         for record in every:
             document = prepare(record) if id(record) in kept else None  # a repeat is written once, counted each time
-            if document is not None and group and count + len(document.chunks) > size:
+            if document is not None and group and count + len(document.chunks) > limit:
                 yield ids, group
-                ids, group, count = [], [], 0
+                ids, group, count, limit = [], [], 0, size
             ids.append(record.id)
             if document is not None:
                 group.append(document)

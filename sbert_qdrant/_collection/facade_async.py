@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from qdrant_client import AsyncQdrantClient, models
 
 from ..dedup import Calibration
@@ -17,7 +18,7 @@ from ..errors import InvalidArgumentError
 from ..protocols import Reranker, TextEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
-from ..store.factory import async_collection_names, open_async_store
+from ..store.factory import open_async_store
 from ..types import (
     COUNT_KINDS,
     ID_KINDS,
@@ -189,6 +190,8 @@ class AsyncTextCollection(AsyncCollectionBase):
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -203,7 +206,8 @@ class AsyncTextCollection(AsyncCollectionBase):
         server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
         name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder. rescore: a
         multivector slot (a token encoder in ``named_vectors``) whose MaxSim re-scores the ``candidates`` the search
-        found, in the engine (late interaction), before any ``rerank``.
+        found, in the engine (late interaction), before any ``rerank``. offset: hits to skip (pagination, as
+        qdrant-client's); with_vectors: each hit's stored vector in ``Hit.vector``.
         """
         found = await self.search_texts(
             [query],
@@ -221,6 +225,8 @@ class AsyncTextCollection(AsyncCollectionBase):
             search_params=search_params,
             using=using,
             rescore=rescore,
+            offset=offset,
+            with_vectors=with_vectors,
         )
         return found[0]
 
@@ -242,6 +248,8 @@ class AsyncTextCollection(AsyncCollectionBase):
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         return await self._texts.search(
@@ -260,7 +268,69 @@ class AsyncTextCollection(AsyncCollectionBase):
             search_params=search_params,
             using=using,
             rescore=rescore,
+            offset=offset,
+            with_vectors=with_vectors,
         )
+
+    async def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+        using: str | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
+        ``query_points(query=vector)``; ``using``: the dense slot (None: the primary)."""
+        return await self._texts.search_vector(
+            vector,
+            limit,
+            query_filter,
+            score_threshold,
+            with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=using,
+        )
+
+    async def search_similar(
+        self,
+        id: Key,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
+        qdrant-client's ``query_points(query=point_id)``."""
+        return await self._texts.search_similar(
+            id,
+            limit,
+            query_filter,
+            score_threshold=score_threshold,
+            with_payload=with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=None,
+        )
+
+    async def scroll(
+        self,
+        scroll_filter: models.Filter | None = None,
+        limit: int = 10,
+        offset: Key | None = None,
+        with_vectors: bool = False,
+    ) -> tuple[list[StoredText], Key | None]:
+        """A page of stored texts (those matching ``scroll_filter``) and the id of the text the next page starts at
+        (None: no more), as qdrant-client's ``scroll``: pass it back as ``offset``. Documents' chunks are left out."""
+        return await self._texts.scroll(scroll_filter, limit, offset, with_vectors)
 
     # -- documents -------------------------------------------------------------------------------------------------
 
@@ -331,6 +401,7 @@ class AsyncTextCollection(AsyncCollectionBase):
         weights: Sequence[float] | None = None,
         chunks: int = 3,
         score: Scoring = "max",
+        diversity: float | None = None,
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
@@ -341,6 +412,8 @@ class AsyncTextCollection(AsyncCollectionBase):
         score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
         their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
+        diversity: 0..1 picks chunks by maximal marginal relevance (dense vectors) among ``candidates``, and
+        documents in the order of their first pick: fewer near-repeats in a RAG context.
         rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
         search_params: as in ``search_text``.
         """
@@ -354,6 +427,7 @@ class AsyncTextCollection(AsyncCollectionBase):
             weights=weights,
             chunks=chunks,
             score=score,
+            diversity=diversity,
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
@@ -397,6 +471,6 @@ async def list_collections(
     (with none given: ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``). A client given is left open."""
     store = open_async_store(location, url, api_key, client, settings)
     try:
-        return await async_collection_names(store)
+        return await store.names()
     finally:
         await store.close()

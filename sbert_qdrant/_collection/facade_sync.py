@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from qdrant_client import QdrantClient, models
 
 from ..dedup import Calibration
@@ -19,7 +20,7 @@ from ..errors import InvalidArgumentError
 from ..protocols import Reranker, TextEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
-from ..store.factory import collection_names, open_store
+from ..store.factory import open_store
 from ..types import (
     COUNT_KINDS,
     ID_KINDS,
@@ -191,6 +192,8 @@ class TextCollection(CollectionBase):
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
@@ -205,7 +208,8 @@ class TextCollection(CollectionBase):
         server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
         name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder. rescore: a
         multivector slot (a token encoder in ``named_vectors``) whose MaxSim re-scores the ``candidates`` the search
-        found, in the engine (late interaction), before any ``rerank``.
+        found, in the engine (late interaction), before any ``rerank``. offset: hits to skip (pagination, as
+        qdrant-client's); with_vectors: each hit's stored vector in ``Hit.vector``.
         """
         found = self.search_texts(
             [query],
@@ -223,6 +227,8 @@ class TextCollection(CollectionBase):
             search_params=search_params,
             using=using,
             rescore=rescore,
+            offset=offset,
+            with_vectors=with_vectors,
         )
         return found[0]
 
@@ -244,6 +250,8 @@ class TextCollection(CollectionBase):
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
+        offset: int = 0,
+        with_vectors: bool = False,
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
         return self._texts.search(
@@ -262,7 +270,69 @@ class TextCollection(CollectionBase):
             search_params=search_params,
             using=using,
             rescore=rescore,
+            offset=offset,
+            with_vectors=with_vectors,
         )
+
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+        using: str | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
+        ``query_points(query=vector)``; ``using``: the dense slot (None: the primary)."""
+        return self._texts.search_vector(
+            vector,
+            limit,
+            query_filter,
+            score_threshold,
+            with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=using,
+        )
+
+    def search_similar(
+        self,
+        id: Key,
+        limit: int = 10,
+        query_filter: models.Filter | None = None,
+        score_threshold: float | None = None,
+        with_payload: bool = True,
+        *,
+        offset: int = 0,
+        with_vectors: bool = False,
+    ) -> list[Hit]:
+        """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
+        qdrant-client's ``query_points(query=point_id)``."""
+        return self._texts.search_similar(
+            id,
+            limit,
+            query_filter,
+            score_threshold=score_threshold,
+            with_payload=with_payload,
+            offset=offset,
+            with_vectors=with_vectors,
+            using=None,
+        )
+
+    def scroll(
+        self,
+        scroll_filter: models.Filter | None = None,
+        limit: int = 10,
+        offset: Key | None = None,
+        with_vectors: bool = False,
+    ) -> tuple[list[StoredText], Key | None]:
+        """A page of stored texts (those matching ``scroll_filter``) and the id of the text the next page starts at
+        (None: no more), as qdrant-client's ``scroll``: pass it back as ``offset``. Documents' chunks are left out."""
+        return self._texts.scroll(scroll_filter, limit, offset, with_vectors)
 
     # -- documents -------------------------------------------------------------------------------------------------
 
@@ -333,6 +403,7 @@ class TextCollection(CollectionBase):
         weights: Sequence[float] | None = None,
         chunks: int = 3,
         score: Scoring = "max",
+        diversity: float | None = None,
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
@@ -343,6 +414,8 @@ class TextCollection(CollectionBase):
         score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
         their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
+        diversity: 0..1 picks chunks by maximal marginal relevance (dense vectors) among ``candidates``, and
+        documents in the order of their first pick: fewer near-repeats in a RAG context.
         rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
         search_params: as in ``search_text``.
         """
@@ -356,6 +429,7 @@ class TextCollection(CollectionBase):
             weights=weights,
             chunks=chunks,
             score=score,
+            diversity=diversity,
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
@@ -399,6 +473,6 @@ def list_collections(
     (with none given: ``QDRANT_URL`` if set, else ``SBERT_QDRANT_LOCATION``). A client given is left open."""
     store = open_store(location, url, api_key, client, settings)
     try:
-        return collection_names(store)
+        return store.names()
     finally:
         store.close()

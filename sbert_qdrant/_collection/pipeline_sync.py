@@ -9,7 +9,7 @@ edit that file, then run ``make generate``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -25,12 +25,13 @@ B = TypeVar("B")
 @dataclass(frozen=True)
 class Step:
     """What one batch writes: its records' ids (every one, in input order), the records it writes and those already
-    stored (left alone), a blocking ``encode`` of its points, and the ``write`` of those vectors (None: nothing)."""
+    stored (left alone), a blocking ``encode`` of its points (reporting ``progress(done, total)`` as it goes), and
+    the ``write`` of those vectors (None: nothing)."""
 
     ids: list[Key]
     writes: list[Key]
     stored: list[Key]
-    encode: Callable[[], PointVectors | None]
+    encode: Callable[[Callable[[int, int], None]], PointVectors | None]
     write: Callable[[PointVectors | None], None] | None
 
 
@@ -44,10 +45,18 @@ class Pipeline(Generic[B]):
     ensure: Callable[[], None]
     show_progress: bool = False
     unit: str = "text"
+    #: Records the input holds, where known (a list, a counted file): the bar's total and ETA.
+    total: int | None = None
 
     def run(self, batches: Iterable[B]) -> UpsertResult:
         """Write every batch; ``UpsertResult.written`` counts records written once their write has landed."""
         batches = iter(batches)
+        with tqdm(desc="Upserting", unit=self.unit, total=self.total, disable=not self.show_progress) as bar:
+            progress = _Progress(bar)  # shown from the start: the first batch may take a while to check and chunk
+            return self._run(batches, progress)
+
+    def _run(self, batches: Iterator[B], progress: _Progress) -> UpsertResult:
+        """The write itself, moving ``progress``."""
         first = next(batches, None)  # a list input is checked whole here, before anything is written
         result = UpsertResult()
         if first is None:
@@ -56,30 +65,51 @@ class Pipeline(Generic[B]):
         ledger = WriteLedger()
         with Writer() as writer:
             pending: tuple[Any, list[Key]] | None = None
-            with tqdm(desc="Upserting", unit=self.unit, disable=not self.show_progress) as bar:
-                try:
-                    for batch in itertools.chain([first], batches):
-                        step = self.plan(batch)
-                        result.extend(step.ids)
-                        ledger.add(step.ids)
-                        vectors = run_blocking(step.encode) if step.writes else None
-                        if pending is not None:
-                            writer.wait(pending[0])
-                            _landed(pending[1], result, ledger)
-                            pending = None
-                        if step.write is not None:
-                            pending = (writer.start(step.write, vectors), step.writes)
-                        ledger.stored(step.stored)
-                        result.skipped += len(step.ids) - len(step.writes)
-                        bar.update(len(step.ids))
+            try:
+                for batch in itertools.chain([first], batches):
+                    step = self.plan(batch)
+                    result.extend(step.ids)
+                    ledger.add(step.ids)
+                    tick = progress.within(len(step.ids))
+                    vectors = run_blocking(step.encode, tick) if step.writes else None
                     if pending is not None:
                         writer.wait(pending[0])
                         _landed(pending[1], result, ledger)
-                except Exception as exc:
-                    if pending is not None and writer.settle(pending[0]):
-                        ledger.stored(pending[1])  # the write in flight landed
-                    raise _partial_write_error(self.collection_name, exc, ledger) from exc
+                        pending = None
+                    if step.write is not None:
+                        pending = (writer.start(step.write, vectors), step.writes)
+                    ledger.stored(step.stored)
+                    result.skipped += len(step.ids) - len(step.writes)
+                    progress.done(len(step.ids))
+                if pending is not None:
+                    writer.wait(pending[0])
+                    _landed(pending[1], result, ledger)
+            except Exception as exc:
+                if pending is not None and writer.settle(pending[0]):
+                    ledger.stored(pending[1])  # the write in flight landed
+                raise _partial_write_error(self.collection_name, exc, ledger) from exc
         return result
+
+
+class _Progress:
+    """The one bar of a write, in records: a batch's share moves as its texts are encoded, so that the bar moves
+    from the first batch on (a batch of documents is thousands of chunks)."""
+
+    def __init__(self, bar: tqdm) -> None:
+        self.bar, self.base, self.shown = bar, 0, 0
+
+    def _show(self, position: int) -> None:
+        if position > self.shown:
+            self.bar.update(position - self.shown)
+            self.shown = position
+
+    def within(self, records: int) -> Callable[[int, int], None]:
+        """The ``progress(done, total)`` of the next batch's encoding, ``records`` records in all."""
+        return lambda done, total: self._show(self.base + records * done // max(total, 1))
+
+    def done(self, records: int) -> None:
+        self.base += records
+        self._show(self.base)
 
 
 def _landed(keys: list[Key], result: UpsertResult, ledger: WriteLedger) -> None:

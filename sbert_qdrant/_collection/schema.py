@@ -252,9 +252,13 @@ class CollectionConfig:
         """The caller's payload indexes, and the one that tells chunks from texts (every text read filters on it)."""
         return {CHUNK_FIELD: models.PayloadSchemaType.INTEGER, **self.payload_indexes}
 
-    def missing(self) -> CollectionNotFoundError:
+    def missing(self, names: list[str]) -> CollectionNotFoundError:
+        """The error of a read of a collection that does not exist, naming those that do (``names``)."""
+        there = ", ".join(repr(n) for n in names) if names else "none"
         return CollectionNotFoundError(
-            f"collection {self.collection_name!r} does not exist yet; upsert_texts() creates it."
+            f"collection {self.collection_name!r} does not exist in this engine (its collections: {there}); check "
+            "the name and the engine (location=, url=), or write to it first: upsert_texts() or upsert_documents() "
+            "creates it."
         )
 
     def check_write(self, batch_size: int | None, on_conflict: str, default: int) -> int:

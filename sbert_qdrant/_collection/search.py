@@ -52,6 +52,11 @@ def check_limit(limit: object) -> None:
         raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
 
 
+def check_offset(offset: object) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidArgumentError(f"offset={offset!r} must be a non-negative integer: the best hits to skip.")
+
+
 def search_plan(
     mode: str,
     fusion: str,

@@ -8,8 +8,9 @@ edit that file, then run ``make generate``.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -17,8 +18,8 @@ import numpy as np
 from qdrant_client import models
 
 from ..dedup import Calibration, best_f1_threshold
-from ..documents import is_chunk, texts_only
-from ..errors import InvalidArgumentError
+from ..documents import first_chunks_only, is_chunk, texts_only
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..layout import PointLayout
 from ..protocols import Reranker
 from ..records import (
@@ -28,11 +29,12 @@ from ..records import (
     PreparedPoint,
     StoredText,
     UpsertResult,
+    check_id,
     check_ids,
     checked_batches,
     point_id,
 )
-from ..store.base import PointVectors, StoredRecord
+from ..store.base import Nearest, PointVectors, StoredRecord
 from ..types import Fusion, OnConflict, SearchMode
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -44,6 +46,7 @@ from .schema import stored_threshold, with_calibration
 from .search import (
     SearchPlan,
     check_limit,
+    check_offset,
     check_queries,
     engine_searches,
     hits,
@@ -86,6 +89,7 @@ class Texts:
             partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
             bulk=bulk,
             show_progress=show_progress(config, show_progress_bar),
+            total=operator.length_hint(texts) or None,
         )
 
     def delete(self, ids: Sequence[Key] | None, query_filter: models.Filter | None, wait: bool) -> None:
@@ -133,14 +137,100 @@ class Texts:
         search_params: models.SearchParams | None,
         using: str | None,
         rescore: str | None,
+        offset: int,
+        with_vectors: bool,
     ) -> list[list[Hit]]:
-        """Each query's ``limit`` best texts, re-ranked when ``rerank`` is given."""
-        depth = rerank_depth(rerank, rerank_candidates, limit)
+        """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
+        check_limit(limit)
+        check_offset(offset)
+        depth = rerank_depth(rerank, rerank_candidates, limit + offset)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using, rescore)
         found = self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
-        if rerank is None or not found:
+        if rerank is not None and found:
+            found = run_blocking(reranked, self.context.config, list(queries), found, rerank, limit + offset)
+        return self._paged(found, offset, with_vectors)
+
+    def search_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int,
+        query_filter: models.Filter | None,
+        score_threshold: float | None,
+        with_payload: bool,
+        *,
+        offset: int,
+        with_vectors: bool,
+        using: str | None,
+        exclude: str | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector of the slot ``using`` (``exclude``: a point left out)."""
+        context = self.context
+        config = context.config
+        check_limit(limit)
+        check_offset(offset)
+        name, encoder = config.encoder_of(using)
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape != (encoder.dimension,) or not np.isfinite(query).all():
+            raise InvalidArgumentError(
+                f"vector has shape {np.shape(vector)}: pass {encoder.dimension} finite numbers, a vector of the "
+                f"model of slot {name!r} (its encode_query)."
+            )
+        _, selected = check_queries(config, [], limit, query_filter, score_threshold, SearchPlan(using=using))
+        if exclude is not None:
+            selected = models.Filter(
+                must=[selected] if selected else None, must_not=[models.HasIdCondition(has_id=[exclude])]
+            )
+        context.ensure(create=False)
+        found = context.store.query(
+            context.name,
+            [Nearest(name, query.tolist())],
+            limit + offset,
+            context.texts_only(selected),
+            score_threshold,
+            payload_selector(config, with_payload, None),
+        )
+        return (self._paged([hits(config, found[0])], offset, with_vectors))[0]
+
+    def search_similar(self, id: Key, limit: int, query_filter: models.Filter | None, **options: Any) -> list[Hit]:
+        """ "More like this": the texts nearest to the stored text ``id``, itself left out."""
+        context = self.context
+        point = point_id(check_id(id, "id"))
+        context.ensure(create=False)
+        found = context.store.retrieve(context.name, context.config.vector_name, [point], True)
+        if not found or found[0].vector is None or is_chunk(found[0].payload or {}):
+            raise InvalidArgumentError(f"id={id!r} is not a stored text; pass an id upsert_texts returned.")
+        return self.search_vector(found[0].vector, limit, query_filter, exclude=point, **options)
+
+    def scroll(
+        self, scroll_filter: models.Filter | None, limit: int, offset: Key | None, with_vectors: bool
+    ) -> tuple[list[StoredText], Key | None]:
+        """A page of stored texts in point-id order, from the text ``offset`` on, and the id the next page starts at."""
+        context = self.context
+        check_limit(limit)
+        start = point_id(check_id(offset, "offset")) if offset is not None else None
+        selected = engine_filter(scroll_filter)
+        context.ensure(create=False)
+        config = context.config
+        first: list[StoredRecord] = []
+        pages = context.store.scroll(
+            context.name, config.vector_name, with_vectors, limit + 1, context.texts_only(selected), start
+        )
+        for page in pages:
+            first = page
+            break
+        texts = [StoredText(*config.layout.split(r.id, r.payload), r.vector, r.id) for r in first[: limit + 1]]
+        return texts[:limit], (texts[limit].id if len(texts) > limit else None)
+
+    def _paged(self, found: list[list[Hit]], offset: int, with_vectors: bool) -> list[list[Hit]]:
+        """Each list's hits after the first ``offset``, with their stored vectors when asked for."""
+        found = [rows[offset:] for rows in found]
+        if not with_vectors or not any(found):
             return found
-        return run_blocking(reranked, self.context.config, list(queries), found, rerank, limit)
+        context = self.context
+        points = list(dict.fromkeys(h.point_id for rows in found for h in rows))
+        stored = context.store.retrieve(context.name, context.config.vector_name, points, True)
+        vectors = {r.id: r.vector for r in stored}
+        return [[replace(h, vector=vectors.get(h.point_id)) for h in rows] for rows in found]
 
     def _search(
         self,
@@ -168,7 +258,21 @@ class Texts:
             score_threshold,
             payload_selector(config, with_payload, rerank),
         )
+        if context.documents and not any(found):
+            self._require_texts()
         return [hits(config, rows) for rows in found]
+
+    def _require_texts(self) -> None:
+        """Say why a text search of a collection holding documents and no texts finds nothing (never silently)."""
+        context = self.context
+        if context.store.count(context.name, context.texts_only(None)):
+            return
+        documents = context.store.count(context.name, first_chunks_only(None))
+        raise UnsupportedError(
+            f"collection {context.name!r} holds {documents} documents and no texts: a text search never returns a "
+            "piece of a document. Search them one hit per document with search_documents(query) (CLI: search "
+            "--documents; LangChain and LlamaIndex: SbertDocumentRetriever)."
+        )
 
     def find_duplicates(self, texts: list[str], threshold: float | None, limit: int) -> list[list[Hit]]:
         """Each text's stored duplicates, the record stored from the very same text left out."""

@@ -4,6 +4,7 @@ BM25, the term weights (blocking work: the async collection runs it off the even
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import numpy as np
 
@@ -12,6 +13,11 @@ from ..store.base import PointVectors
 from .schema import CollectionConfig
 
 logger = logging.getLogger("sbert_qdrant.collection")
+
+#: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded.
+PROGRESS_SLICE = 256
+#: Chunks in a documents load's first write: the bar's first move comes after these are encoded.
+FIRST_GROUP = 32
 
 
 def show_progress(settings: CollectionConfig, show: bool | None) -> bool:
@@ -36,16 +42,26 @@ def encode_queries(settings: CollectionConfig, texts: list[str], using: str | No
 
 
 def point_vectors(
-    settings: CollectionConfig, bm25: Bm25 | None, texts: list[str], given: list[np.ndarray] | None = None
+    settings: CollectionConfig,
+    bm25: Bm25 | None,
+    texts: list[str],
+    given: list[np.ndarray] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PointVectors:
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
-    ``given``, checked, from elsewhere), each multivector slot's token vectors and, with BM25, the term weights."""
-    dense = {
-        name: np.stack(given)
-        if given is not None and name == settings.vector_name
-        else encode_documents(settings, texts, name)
-        for name in settings.encoders
-    }
+    ``given``, checked, from elsewhere), each multivector slot's token vectors and, with BM25, the term weights.
+    ``progress(done, total)`` is called after every ``PROGRESS_SLICE`` texts encoded."""
+    encoded = [name for name in settings.encoders if given is None or name != settings.vector_name]
+    total, done = len(texts) * len(encoded), 0
+    dense = {settings.vector_name: np.stack(given)} if given is not None else {}
+    for name in encoded:
+        parts = []
+        for start in range(0, len(texts), PROGRESS_SLICE):
+            parts.append(encode_documents(settings, texts[start : start + PROGRESS_SLICE], name))
+            done += len(parts[-1])
+            if progress is not None:
+                progress(done, total)
+        dense[name] = np.concatenate(parts)
     multi = {
         name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
         for name, encoder in settings.token_encoders.items()

@@ -33,6 +33,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
             module.add_summary(commands)  # listed, not run
         else:
             module.add_commands(commands)
+    for command in commands.choices.values():  # -v after the verb too; SUPPRESS keeps one given before it
+        command.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO")
     return parser
 
 

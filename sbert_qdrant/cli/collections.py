@@ -11,13 +11,14 @@ import dataclasses
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError, PartialWriteError
-from ..files import read_rows
+from ..errors import CollectionNotFoundError, InvalidArgumentError, PartialWriteError, UnsupportedError
 from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SEARCH_MODES
+from ._input import cosine, counted, read_records, where_filter
 from ._load import add_load_options, encoder_spec
 
 if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no torch, transformers or qdrant-client
@@ -25,49 +26,7 @@ if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no t
 
     from ..collection import TextCollection
     from ..encoder import CrossEncoder
-    from ..records import TextRecord, UpsertResult
-
-
-def read_records(
-    path: Path, file_format: str | None, text_field: str, id_field: str | None, payload_fields: Sequence[str] | None
-) -> Iterator[TextRecord]:
-    """Records of a data file (see :mod:`sbert_qdrant.files`); an unusable row raises an error naming file and line.
-
-    The format and the file's existence are checked now, the rows as the records are consumed.
-    """
-    wanted = [text_field, *([id_field] if id_field is not None else [])]
-    rows = read_rows(path, file_format, columns=wanted, fix="pass --text-field (and --id-field) naming its fields")
-    return _records(path, rows, text_field, id_field, payload_fields)
-
-
-def _records(
-    path: Path,
-    rows: Iterator[tuple[int, dict[str, Any]]],
-    text_field: str,
-    id_field: str | None,
-    payload_fields: Sequence[str] | None,
-) -> Iterator[TextRecord]:
-    from ..records import TextRecord
-
-    for number, row in rows:
-        text = row.get(text_field)
-        if not isinstance(text, str) or not text.strip():
-            raise DataFormatError(
-                f"{path}:{number}: no text in field {text_field!r} (fields: {sorted(row)}); fix the row or pass "
-                "--text-field."
-            )
-        key = None
-        if id_field is not None:
-            key = row.get(id_field)
-            if key is None or key == "":
-                raise DataFormatError(f"{path}:{number}: no id in field {id_field!r}; fix the row or pass --id-field.")
-            if isinstance(key, bool) or not isinstance(key, (str, int)):
-                raise DataFormatError(
-                    f"{path}:{number}: the id {key!r} in field {id_field!r} is a {type(key).__name__}; ids are str "
-                    'or int (CSV/TSV ids are always str, so JSONL ids 7 and "7" are different records).'
-                )
-        names = payload_fields if payload_fields is not None else [k for k in row if k not in (text_field, id_field)]
-        yield TextRecord(text, {name: row.get(name) for name in names}, key)
+    from ..records import UpsertResult
 
 
 def open_collection(args: argparse.Namespace) -> TextCollection:
@@ -86,6 +45,38 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
         show_progress_bar=args.progress,
         sparse="bm25" if getattr(args, "sparse", True) else None,
     )
+
+
+def _engine_words(args: argparse.Namespace) -> str:
+    """The engine as the command line names it: --url or --location, with the value in effect."""
+    from ..settings import Settings
+
+    settings = Settings()
+    if args.url or (args.location is None and settings.qdrant_url):
+        return f"--url {args.url or settings.qdrant_url}"
+    return f"--location {Path(args.location or settings.location).resolve()}"
+
+
+@contextmanager
+def _reading(args: argparse.Namespace) -> Iterator[TextCollection]:
+    """The collection a reading verb names, its failures said in the command line's words."""
+    with open_collection(args) as coll:
+        try:
+            yield coll
+        except CollectionNotFoundError as exc:
+            there = ", ".join(coll.list_collections()) or "none"
+            raise CollectionNotFoundError(
+                f"no collection {coll.collection_name!r} at {_engine_words(args)} (collections there: {there}); "
+                "check --collection and --location / --url, or index a file into it first: sbert-qdrant index FILE "
+                f"--collection {coll.collection_name}."
+            ) from exc
+        except UnsupportedError as exc:
+            if getattr(args, "documents", True) or not coll.count(kind="documents"):
+                raise
+            raise UnsupportedError(
+                f"collection {coll.collection_name!r} holds documents and no texts: add --documents to search them "
+                "(one hit per document)."
+            ) from exc
 
 
 def _index(args: argparse.Namespace) -> int:
@@ -118,7 +109,8 @@ def _file_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable
     """The upsert of one file read here (checked now: its format and existence)."""
     if len(args.file) > 1:
         raise InvalidArgumentError(f"{len(args.file)} files given: index them one command each, or pass --ray.")
-    records = read_records(Path(args.file[0]), args.format, args.text_field, args.id_field, fields)
+    path = Path(args.file[0])
+    records = counted(read_records(path, args.format, args.text_field, args.id_field, fields), path, args.format)
 
     def upsert(coll: TextCollection) -> UpsertResult:
         if args.documents:
@@ -162,19 +154,6 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
     return partial(sbert_ray.upsert_dataset, dataset, **options)
 
 
-def _filter(pairs: Sequence[str]) -> models.Filter | None:
-    from qdrant_client import models
-
-    conditions: list[models.Condition] = []
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--where {pair!r} must look like FIELD=VALUE.")
-        match: Any = int(value) if value.lstrip("-").isdigit() else {"true": True, "false": False}.get(value, value)
-        conditions.append(models.FieldCondition(key=key, match=models.MatchValue(value=match)))
-    return models.Filter(must=conditions) if conditions else None
-
-
 def _clip(text: str | None, width: int) -> str:
     text = (text or "").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -201,17 +180,25 @@ def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
     return models.SearchParams(exact=args.exact, hnsw_ef=args.hnsw_ef, quantization=quantization)
 
 
+def _score_label(args: argparse.Namespace) -> str:
+    """What the printed scores are: the search mode's own, or the cross-encoder's."""
+    if args.rerank is not None:
+        return "cross-encoder"
+    return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion} fused")
+
+
 def _search_documents(args: argparse.Namespace) -> int:
     cross_encoder = _cross_encoder(args)
-    with open_collection(args) as coll:
+    with _reading(args) as coll:
         found = [
             coll.search_documents(
                 query,
                 limit=args.limit,
-                query_filter=_filter(args.where),
+                query_filter=where_filter(args.where),
                 score_threshold=args.threshold,
                 mode=args.mode,
                 fusion=args.fusion,
+                diversity=args.diversity,
                 rerank=cross_encoder,
                 rerank_candidates=args.rerank_candidates,
                 search_params=_search_params(args),
@@ -225,7 +212,7 @@ def _search_documents(args: argparse.Namespace) -> int:
                 row = {"query": query, "id": hit.id, "score": hit.score, "payload": hit.payload, "chunks": chunks}
                 print(json.dumps(row, ensure_ascii=False))
             continue
-        print(f"query: {query}")
+        print(f"query: {query}  (scores: {_score_label(args)})")
         for rank, hit in enumerate(hits, 1):
             print(f"  {rank:>2}. {hit.score:6.3f}  document {hit.id}")
             for chunk in hit.chunks:
@@ -238,11 +225,11 @@ def _search_documents(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     if args.documents:
         return _search_documents(args)
-    with open_collection(args) as coll:
+    with _reading(args) as coll:
         hits = coll.search_texts(
             args.query,
             limit=args.limit,
-            query_filter=_filter(args.where),
+            query_filter=where_filter(args.where),
             score_threshold=args.threshold,
             mode=args.mode,
             fusion=args.fusion,
@@ -259,9 +246,9 @@ def _search(args: argparse.Namespace) -> int:
                     row["retrieval_score"] = hit.retrieval_score
                 print(json.dumps({**row, "payload": hit.payload}, ensure_ascii=False))
             continue
-        print(f"query: {query}")
+        print(f"query: {query}  (scores: {_score_label(args)})")
         for rank, hit in enumerate(found, 1):
-            print(f"  {rank:>2}. {hit.score:6.3f}  {_clip(hit.text, 90)}")
+            print(f"  {rank:>2}. {hit.score:6.3f}  {hit.id}  {_clip(hit.text, 80)}")
         if not found:
             print("  (no hits)")
     return 0
@@ -269,7 +256,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _dedup(args: argparse.Namespace) -> int:
     records = read_records(Path(args.file), args.format, args.text_field, None, []) if args.file else None
-    with open_collection(args) as coll:
+    with _reading(args) as coll:
         if records is not None:
             coll.upsert_texts(records, on_conflict="skip")
         pairs = coll.mine_duplicates(threshold=args.threshold, top_k=args.top_k, limit=args.limit)
@@ -369,8 +356,15 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--diversity", type=float, default=None, help="0..1: re-rank for variety (MMR); 0 is relevance only"
     )
-    search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine in dense mode)")
-    search.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE", help="payload filter")
+    search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine, -1..1, in dense mode)")
+    search.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="CONDITION",
+        help="payload filter: FIELD=VALUE (repeat a field for any of its values), FIELD>=N, FIELD>N, FIELD<=N, "
+        "FIELD<N; every field must match",
+    )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument("--rerank", default=None, metavar="MODEL_DIR", help="re-rank hits with this cross-encoder")
     search.add_argument("--rerank-candidates", type=int, default=50, help="hits the cross-encoder re-scores")
@@ -394,7 +388,9 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     dedup = commands.add_parser("dedup", help="most similar pairs in a collection (or in a file, indexed first)")
     dedup.add_argument("file", nargs="?", default=None, help="optional file of texts to index before mining")
     _add_file_options(dedup)
-    dedup.add_argument("--threshold", type=float, default=None, help="minimum cosine (default: calibrated or 0.72)")
+    dedup.add_argument(
+        "--threshold", type=cosine, default=None, help="minimum cosine, -1..1 (default: calibrated or 0.72)"
+    )
     dedup.add_argument("--top-k", type=int, default=5, help="best partners kept per text")
     dedup.add_argument("--limit", type=int, default=50, help="pairs to print")
     dedup.add_argument("--json", action="store_true", help="one JSON object per pair")

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from ..errors import InvalidArgumentError
+from ..files import read_rows
 from ._load import add_load_options, encoder_spec
 
 if TYPE_CHECKING:
@@ -22,26 +24,31 @@ def _read_lines(source: TextIO) -> list[str]:
 def _write_vectors(path: str, texts: list[str], vectors: np.ndarray) -> None:
     import numpy as np
 
-    if path.endswith(".npy"):
-        np.save(path, vectors)
-        return
-    out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
     try:
-        for text, vector in zip(texts, vectors, strict=True):
-            out.write(json.dumps({"text": text, "embedding": vector.tolist()}, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+        if path.endswith(".npy"):
+            np.save(path, vectors)
+            return
+        out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
+        try:
+            for text, vector in zip(texts, vectors, strict=True):
+                out.write(json.dumps({"text": text, "embedding": vector.tolist()}, ensure_ascii=False) + "\n")
+        finally:
+            if out is not sys.stdout:
+                out.close()
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise InvalidArgumentError(f"--output {path}: cannot write it ({reason}); pick another path.") from exc
 
 
 def _encode(args: argparse.Namespace) -> int:
     if args.output != "-" and not args.output.endswith((".npy", ".jsonl")):
-        raise SystemExit(f"--output {args.output!r} must end in .npy or .jsonl (or be - for JSONL on stdout).")
+        raise InvalidArgumentError(
+            f"--output {args.output!r} must end in .npy or .jsonl (or be - for JSONL on stdout)."
+        )
     if args.input == "-":
         texts = _read_lines(sys.stdin)
     else:
-        with Path(args.input).open(encoding="utf-8") as f:
-            texts = _read_lines(f)
+        texts = [row["text"] for _, row in read_rows(Path(args.input), "txt")]
     import numpy as np
 
     encoder = encoder_spec(args).load(max_seq_length=args.max_seq_length)

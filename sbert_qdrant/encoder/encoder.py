@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import EncoderModule, Features
-from .identity import encoder_identity, model_name, weights_digest
+from .identity import encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import (
@@ -29,6 +29,7 @@ from .loading import (
 )
 from .pooling import AttentionPooling, Pooling
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
+from .similarity import similarity, similarity_pairwise
 from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
@@ -183,12 +184,12 @@ class SentenceEncoder(nn.Module):
 
     @property
     def identity(self) -> str:
-        """``name@fingerprint`` of what decides the stored vectors (weights, modules, document prompt, a
-        ``truncate_dim`` cut, shown as ``name[:128]``), the same at any precision and device: a collection records it
-        and refuses vectors or searches of another encoder."""
+        """``name@fingerprint`` of what decides the stored vectors (weights, modules and their settings such as the
+        pooling mode, document prompt, a ``truncate_dim`` cut, shown as ``name[:128]``), the same at any precision and
+        device: a collection records it and refuses vectors or searches of another encoder."""
         weights = weights_digest(self.pipeline) if self.precision == "fp32" else self._weights  # fp32: maybe trained
         cut = self.dimension if self.dimension < self.output_dimension else None
-        return encoder_identity(self.model_name, weights, self.document_prompt, cut)
+        return encoder_identity(self.model_name, weights, self.document_prompt, modules_digest(self.pipeline), cut)
 
     @property
     def normalizes(self) -> bool:
@@ -216,6 +217,7 @@ class SentenceEncoder(nn.Module):
         prompt_name: str | None = None,
         prompt: str | None = None,
         truncate_dim: int | None = None,
+        **st_names: Any,
     ) -> np.ndarray | torch.Tensor:
         """Embed texts into a float32 array of shape ``(len(texts), dimension)``, in input order.
 
@@ -226,8 +228,11 @@ class SentenceEncoder(nn.Module):
         prompt: a prompt text of your own; it wins over ``prompt_name``.
         truncate_dim: this call's vectors cut to their first ``truncate_dim`` values (up to ``output_dimension``);
         None: the encoder's ``truncate_dim``.
-        A single string gives a 1-D vector.
+        A single string gives a 1-D vector. sentence-transformers' names are taken with its meaning:
+        ``normalize_embeddings=True`` (``normalize=True``; False keeps the model's output), ``convert_to_tensor=True``
+        (``convert_to="torch"``), ``convert_to_numpy=True``; any other name is refused naming the fix.
         """
+        normalize, convert_to = _sentence_transformers_names(normalize, convert_to, st_names)
         single = isinstance(texts, str)
         items = _checked_texts([texts] if single else texts)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -253,12 +258,13 @@ class SentenceEncoder(nn.Module):
         prompt_name: str | None = None,
         prompt: str | None = None,
         truncate_dim: int | None = None,
+        **st_names: Any,
     ) -> np.ndarray | torch.Tensor:
         """``encode`` for search queries: with the model's "query" prompt unless told otherwise."""
         if prompt_name is None and prompt is None and "query" in self.prompts:
             prompt_name = "query"
         return self.encode(
-            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim
+            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim, **st_names
         )
 
     def encode_document(
@@ -271,12 +277,13 @@ class SentenceEncoder(nn.Module):
         prompt_name: str | None = None,
         prompt: str | None = None,
         truncate_dim: int | None = None,
+        **st_names: Any,
     ) -> np.ndarray | torch.Tensor:
         """``encode`` for searched documents: with the first of the model's "document", "passage", "corpus" prompts."""
         if prompt_name is None and prompt is None:
             prompt_name = self._document_prompt_name()
         return self.encode(
-            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim
+            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim, **st_names
         )
 
     def _document_prompt_name(self) -> str | None:
@@ -298,6 +305,14 @@ class SentenceEncoder(nn.Module):
         """Character spans (start, end) of the tokens of ``text``, without special tokens."""
         encoded = self.transformer.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
         return [(int(start), int(end)) for start, end in encoded["offset_mapping"]]
+
+    def similarity(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
+        """Every pair's cosine, shape (n, m), as ``SentenceTransformer.similarity`` (``similarity_fn_name`` cosine)."""
+        return similarity(embeddings1, embeddings2)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
+        """Row i against row i, shape (n,), as ``SentenceTransformer.similarity_pairwise``."""
+        return similarity_pairwise(embeddings1, embeddings2)
 
     def _resolve_prompt(self, prompt: str | None, prompt_name: str | None) -> str:
         """The text to put in front of every text ("" for none), as sentence-transformers resolves it."""
@@ -433,3 +448,32 @@ def _checked_prompts(prompts: object, default_prompt_name: object) -> dict[str, 
             "add it to prompts or pass None."
         )
     return dict(prompts)
+
+
+def _sentence_transformers_names(
+    normalize: bool | None, convert_to: str, given: dict[str, Any]
+) -> tuple[bool | None, Literal["numpy", "torch"]]:
+    """``normalize`` and ``convert_to`` with sentence-transformers' names of them folded in; others refused."""
+    to = cast(Literal["numpy", "torch"], convert_to)
+    for name, value in given.items():
+        if name == "normalize_embeddings" and isinstance(value, bool):
+            if normalize is not None:
+                raise InvalidArgumentError("pass normalize= or normalize_embeddings=, not both.")
+            normalize = True if value else None  # sentence-transformers' False: the model's own output
+        elif name == "convert_to_tensor" and isinstance(value, bool):
+            to = "torch" if value else to
+        elif name == "convert_to_numpy" and value is True:
+            continue
+        elif name == "precision":
+            raise InvalidArgumentError(
+                f"encode(precision={value!r}) is sentence-transformers' output quantization; here precision= is how "
+                "the model computes (SentenceEncoder.load(precision=...)). Quantize the vectors encode returns with "
+                f"sbert_qdrant.quantize_embeddings(vectors, to={value!r})."
+            )
+        else:
+            raise InvalidArgumentError(
+                f"encode() has no argument {name}={value!r}; its arguments: batch_size, normalize "
+                "(normalize_embeddings=True), show_progress_bar, convert_to='numpy' or 'torch' "
+                "(convert_to_tensor=True), prompt_name, prompt."
+            )
+    return normalize, to

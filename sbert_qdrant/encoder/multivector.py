@@ -9,6 +9,7 @@ length, no projection.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -82,7 +83,8 @@ class MultiVectorEncoder(torch.nn.Module):
     def identity(self) -> str:
         """``name@fingerprint`` of the weights, the mask and the pooling: what decides the stored vectors."""
         extra = json.dumps({"skip": sorted(self.skiplist_ids), "norm": self.normalize, "pool": self.pool_factor})
-        return encoder_identity(self.name, weights_digest(self), extra)
+        modules = hashlib.blake2b(extra.encode(), digest_size=3).hexdigest()
+        return encoder_identity(self.name, weights_digest(self), "", modules)
 
     def encode_document(
         self, texts: Sequence[str], batch_size: int = 32, *, show_progress_bar: bool | None = None

@@ -61,6 +61,10 @@ class AsyncClientStore(AsyncVectorStore):
             return None
         return rq.existing(await self._call(f"get_collection({name!r})", "get_collection", name))
 
+    async def names(self) -> list[str]:
+        found = await self._call("get_collections()", "get_collections")
+        return sorted(c.name for c in found.collections)
+
     async def create(self, spec: CollectionSpec) -> None:
         try:
             await self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
@@ -131,23 +135,29 @@ class AsyncClientStore(AsyncVectorStore):
         return rq.stored(found, vector_name)
 
     async def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> AsyncIterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
-        offset: Any = None
+        start: Any = offset
         while True:
-            records, offset = await self._call(
+            records, start = await self._call(
                 f"scroll of {name!r}",
                 "scroll",
                 name,
                 scroll_filter=query_filter,
                 limit=batch_size,
-                offset=offset,
+                offset=start,
                 with_vectors=vectors,
             )
             if records:
                 yield rq.stored(records, vector_name)
-            if offset is None:
+            if start is None:
                 return
 
     async def delete(

@@ -62,6 +62,10 @@ class ClientStore(VectorStore):
             return None
         return rq.existing(self._call(f"get_collection({name!r})", "get_collection", name))
 
+    def names(self) -> list[str]:
+        found = self._call("get_collections()", "get_collections")
+        return sorted(c.name for c in found.collections)
+
     def create(self, spec: CollectionSpec) -> None:
         try:
             self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
@@ -132,23 +136,29 @@ class ClientStore(VectorStore):
         return rq.stored(found, vector_name)
 
     def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> Iterator[list[StoredRecord]]:
         vectors = rq.vectors_selector(vector_name, with_vectors)
-        offset: Any = None
+        start: Any = offset
         while True:
-            records, offset = self._call(
+            records, start = self._call(
                 f"scroll of {name!r}",
                 "scroll",
                 name,
                 scroll_filter=query_filter,
                 limit=batch_size,
-                offset=offset,
+                offset=start,
                 with_vectors=vectors,
             )
             if records:
                 yield rq.stored(records, vector_name)
-            if offset is None:
+            if start is None:
                 return
 
     def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None:

@@ -119,6 +119,11 @@ class EdgeStore(VectorStore):
             metadata=self.metadata(name),
         )
 
+    def names(self) -> list[str]:
+        if not self.location.is_dir():
+            return []
+        return sorted(p.parent.parent.name for p in self.location.glob("*/shard/edge_config.json"))
+
     def create(self, spec: CollectionSpec) -> None:
         folder = self._folder(spec.name)
         hnsw = None
@@ -227,19 +232,25 @@ class EdgeStore(VectorStore):
         return [_stored(r, vector_name) for r in found]
 
     def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> Iterator[list[StoredRecord]]:
         shard = self._shard(name).shard
         edge_filter = to_edge_filter(query_filter)
-        offset: Any = None
+        start: Any = offset
         while True:
             request = qe.ScrollRequest(
-                offset=offset, limit=batch_size, filter=edge_filter, with_payload=True, with_vector=with_vectors
+                offset=start, limit=batch_size, filter=edge_filter, with_payload=True, with_vector=with_vectors
             )
-            records, offset = _engine_call(f"scroll of {name!r}", shard.scroll, request)
+            records, start = _engine_call(f"scroll of {name!r}", shard.scroll, request)
             if records:
                 yield [_stored(r, vector_name) for r in records]
-            if offset is None:
+            if start is None:
                 return
 
     def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None:

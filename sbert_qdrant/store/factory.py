@@ -3,13 +3,12 @@ its collections."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Literal
 
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
-from ..errors import InvalidArgumentError, UnsupportedError
+from ..errors import InvalidArgumentError
 from ..settings import Settings
 from .client_async import AsyncClientStore
 from .client_sync import ClientStore
@@ -77,6 +76,8 @@ def _open(
                 f"client must be a qdrant_client.{client_type.__name__}, not {type(target).__name__} (use {other})."
             )
         return store_type(target, retry or retry_policy(settings), close_client=False)
+    if kind == "location" and os.fspath(target) == ":memory:":  # qdrant-client's spelling: its in-memory local mode
+        return store_type(client_type(location=":memory:"), retry or retry_policy(settings))
     if kind == "url":
         return store_type(client_type(**_client_options(target, api_key, settings)), retry or retry_policy(settings))
     return EdgeStore(target) if flavour == "sync" else ThreadedStore(EdgeStore(target))
@@ -107,26 +108,3 @@ def open_async_store(
 ) -> AsyncVectorStore:
     """``open_store`` for asyncio: an AsyncQdrantClient, or Qdrant Edge with its calls in a worker thread."""
     return _open("async", location, url, api_key, client, settings, retry, store)
-
-
-def collection_names(store: VectorStore) -> list[str]:
-    """The names of the collections on the store's engine, sorted: a Qdrant Edge folder's, or qdrant-client's."""
-    if isinstance(store, EdgeStore):
-        if not store.location.is_dir():
-            return []
-        folders = (p.name for p in store.location.iterdir() if p.is_dir())
-        return sorted(name for name in folders if store.describe(name) is not None)
-    if isinstance(store, ClientStore):
-        found = store.retry.call("get_collections()", store.client.get_collections)
-        return sorted(c.name for c in found.collections)
-    raise UnsupportedError(f"{type(store).__name__} cannot list its collections; open Qdrant Edge or qdrant-client.")
-
-
-async def async_collection_names(store: AsyncVectorStore) -> list[str]:
-    """``collection_names`` for asyncio (Qdrant Edge's folder read in a worker thread)."""
-    if isinstance(store, ThreadedStore):
-        return await asyncio.to_thread(collection_names, store.store)
-    if isinstance(store, AsyncClientStore):
-        found = await store.retry.acall("get_collections()", store.client.get_collections)
-        return sorted(c.name for c in found.collections)
-    raise UnsupportedError(f"{type(store).__name__} cannot list its collections; open Qdrant Edge or qdrant-client.")

@@ -38,6 +38,9 @@ class AsyncVectorStore(Protocol):
     async def describe(self, name: str) -> ExistingCollection | None:
         """An existing collection's vectors and metadata, or None when it does not exist."""
 
+    async def names(self) -> list[str]:
+        """The names of the collections in the engine, sorted."""
+
     async def create(self, spec: CollectionSpec) -> None: ...
 
     async def drop(self, name: str) -> None: ...
@@ -82,9 +85,16 @@ class AsyncVectorStore(Protocol):
     ) -> list[StoredRecord]: ...
 
     def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> AsyncIterator[list[StoredRecord]]:
-        """Every point (that matches the filter), a page at a time."""
+        """Every point (that matches the filter), a page at a time, from the point id ``offset`` on (None: the
+        first)."""
 
     async def delete(
         self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool

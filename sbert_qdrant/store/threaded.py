@@ -31,9 +31,15 @@ class ThreadedStore:
         return call
 
     async def scroll(
-        self, name: str, vector_name: str, with_vectors: bool, batch_size: int, query_filter: models.Filter | None
+        self,
+        name: str,
+        vector_name: str,
+        with_vectors: bool,
+        batch_size: int,
+        query_filter: models.Filter | None,
+        offset: str | None = None,
     ) -> AsyncIterator[list[StoredRecord]]:
-        pages = self.store.scroll(name, vector_name, with_vectors, batch_size, query_filter)
+        pages = self.store.scroll(name, vector_name, with_vectors, batch_size, query_filter, offset)
         try:
             while (page := await asyncio.to_thread(next, pages, None)) is not None:
                 yield page

@@ -227,6 +227,33 @@ class SbertQdrantVectorStore(VectorStore):
         except CollectionNotFoundError:
             return []
 
+    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """The ``k`` documents nearest to a query vector (``store.embeddings.embed_query``), as langchain-qdrant's;
+        kwargs: ``filter``, ``score_threshold``."""
+        collection = self._sync("similarity_search_by_vector")
+        options = self._vector_args(k, kwargs)
+        return [doc for doc, _ in _scored(lambda: collection.search_by_vector(embedding, **options))]
+
+    async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
+        """``similarity_search_by_vector`` for asyncio."""
+        if self.async_collection is None:
+            return await super().asimilarity_search_by_vector(embedding, k, **kwargs)
+        options = self._vector_args(k, kwargs)
+        try:
+            return [to_document(h) for h in await self.async_collection.search_by_vector(embedding, **options)]
+        except CollectionNotFoundError:
+            return []
+
+    def _vector_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+        options = dict(kwargs)
+        found = {"limit": k, "query_filter": query_filter(options.pop("filter", None))}
+        found["score_threshold"] = options.pop("score_threshold", None)
+        if options:
+            raise InvalidArgumentError(
+                f"unknown argument(s) {sorted(options)} of a search by vector; use filter= or score_threshold=."
+            )
+        return found
+
     def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
         options = dict(kwargs)
         found = {
@@ -298,6 +325,32 @@ class SbertQdrantVectorStore(VectorStore):
         store = cls(collection, mode=mode)
         store._embeddings = embedding
         store.add_texts(texts, metadatas, ids=ids)
+        return store
+
+    @classmethod
+    def from_existing_collection(
+        cls,
+        collection_name: str,
+        embedding: Embeddings | None = None,
+        *,
+        location: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        client: QdrantClient | None = None,
+        mode: str = "dense",
+        **collection_options: Any,
+    ) -> SbertQdrantVectorStore:
+        """A store over a collection that exists, as langchain-qdrant's: opened and checked (its vectors, and the
+        encoder that wrote it) for ``embedding`` (None: the configured default model); a missing one raises
+        ``CollectionNotFoundError`` naming the collections there."""
+        encoder = as_encoder(embedding) if embedding is not None else None
+        collection = TextCollection(
+            collection_name, encoder, location=location, url=url, api_key=api_key, client=client, **collection_options
+        )
+        collection.count()  # opens and checks it: a missing collection or another model is refused here
+        store = cls(collection, mode=mode)
+        if embedding is not None:
+            store._embeddings = embedding
         return store
 
     @classmethod
