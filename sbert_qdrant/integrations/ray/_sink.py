@@ -89,7 +89,10 @@ class QdrantDatasink(Datasink[_Part]):
         with self.open_collection() as collection:
             part = _Part(ctx.task_idx, collection.collection_name)
             for block in blocks:
-                batch = cast(Batch, BlockAccessor.for_block(block).to_numpy())
+                accessor = BlockAccessor.for_block(block)
+                if not accessor.num_rows():  # a block whose rows were all stored before the run: no columns either
+                    continue
+                batch = cast(Batch, accessor.to_numpy())
                 if part.stop is None:
                     part.stop = self._write_batch(collection, batch, part)
                 else:  # stopped: the rest of the task's rows are only listed (unwritten, and counted for numbering)

@@ -23,7 +23,9 @@ KEYS_BATCH = 1024
 def keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
     """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
     wanted = [columns.text] if columns.id is None else [columns.id]
-    for batch in dataset.select_columns(wanted).iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
+    selected = dataset.select_columns(wanted)
+    selected.context.execution_options.preserve_order = True  # the order of the encoded rows, row for row
+    for batch in selected.iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
         for row in range(len(batch[wanted[0]])):
             yield columns.key(batch, row)
 
