@@ -14,6 +14,9 @@
    (``benchmarks/_quantized_search.py``).
 5. Resume memory per actor: ``--stored`` (1M) ids stored cheaply (a tiny encoder's vectors given), then a resumed
    ``upsert_dataset(..., on_conflict="skip")``; the encoding actor's memory sampled (``benchmarks/_resume_memory.py``).
+6. Resume traffic: ``--stored`` ids stored cheaply, then a resume with nothing missing (its time; no actor may start:
+   the model named does not exist) and one with 1,000 new rows: the bytes of the blocks handed to the actors (the
+   stored rows' share must be nil), of the ids-only scan, and of the stored ids' array, beside the dataset's bytes.
 
     python benchmarks/scale.py --data ../shared/data [--texts 20000] [--pools 1x2,2x1] [--parts 1234]
 """
@@ -27,13 +30,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import ray
 import torch
 from _data import cpu_summary, read_corpus, read_scifact
 from _quantized_search import quantized_search
 from _resume_memory import resume_memory
 
-from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant import SentenceEncoder, TextCollection, testing
 from sbert_qdrant.documents import Chunking
 from sbert_qdrant.integrations.ray import upsert_dataset
 
@@ -103,6 +107,53 @@ def by_length(data: Path, questions: list[str], encoder: SentenceEncoder, chunks
     print(f"  chunk/question texts/s factor {long[0] / short[0]:.3f} (anchor: Quora questions)")
 
 
+def resume_traffic(stored: int, new: int = 1000) -> None:
+    from sbert_qdrant.integrations.ray._cluster import Pool
+    from sbert_qdrant.integrations.ray._encode import Columns
+    from sbert_qdrant.integrations.ray._upsert import _unstored, find_stored
+
+    print(f"\n6. Resume traffic: {stored} ids stored, then resumes over them (nothing missing; {new} new rows)")
+    with tempfile.TemporaryDirectory() as folder:
+        model = Path(folder) / "tiny-bert"
+        encoder = testing.tiny_encoder()
+        encoder.save(model)
+        texts = [f"question number {i}, a text of some length as Quora questions have" for i in range(stored + new)]
+        rng = np.random.default_rng(0)
+        with TextCollection("resume", encoder, location=f"{folder}/edge", show_progress_bar=False) as coll:
+            for at in range(0, stored, 50_000):
+                part = texts[at : min(at + 50_000, stored)]
+                vectors = rng.standard_normal((len(part), encoder.dimension), dtype=np.float32)
+                vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+                coll.upsert_texts(
+                    part, ids=list(range(at, at + len(part))), vectors=vectors, vectors_from=encoder.identity
+                )
+
+            def dataset(n: int) -> ray.data.Dataset:
+                frame = pd.DataFrame({"qid": np.arange(n), "text": texts[:n]})
+                return ray.data.from_pandas([frame[at : at + 8192] for at in range(0, n, 8192)])
+
+            start = time.perf_counter()
+            done = upsert_dataset(
+                dataset(stored), coll, id_column="qid", model=Path(folder) / "none", on_conflict="skip"
+            )
+            took = time.perf_counter() - start
+            print(
+                f"  nothing missing: {done.written} written, {done.skipped} skipped, {took:.1f} s (no actor, no model)"
+            )
+            full, columns = dataset(stored + new), Columns("text", "qid")
+            resume = find_stored(full, coll, columns, "skip", documents=False)
+            sent = _unstored(full, columns, resume, Pool(1, 1, 0, 1024)).materialize()
+            scan = full.select_columns(["qid"]).materialize().size_bytes()
+            everything = full.materialize().size_bytes()
+            print(
+                f"  {new} new: {sent.count()} rows handed to the actors, {sent.size_bytes() / 1e6:.3f} MB "
+                f"({sent.size_bytes() / new:.0f} B a new row; stored rows among them: "
+                f"{sent.count() - new}); the dataset: {everything / 1e6:.1f} MB; ids-only scan "
+                f"{scan / 1e6:.2f} MB ({scan / (stored + new):.1f} B a row), stored ids' array "
+                f"{16 * resume.ids.count / 1e6:.2f} MB (16 B an id)"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -113,7 +164,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="held-out queries for part 4")
     parser.add_argument("--cache", type=Path, default=None, help="folder caching part 4's encoded sentences")
     parser.add_argument("--stored", type=int, default=1_000_000, help="ids stored before the resume of part 5")
-    parser.add_argument("--parts", default="1234", help="which parts to run (5: resume memory)")
+    parser.add_argument("--parts", default="1234", help="which parts to run (5: resume memory, 6: resume traffic)")
     args = parser.parse_args()
     pools = [(int(a), int(c)) for a, c in (p.split("x") for p in args.pools.split(","))]
     texts = read_corpus(args.data, args.texts)
@@ -135,6 +186,10 @@ def main() -> None:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
         ray.data.DataContext.get_current().enable_progress_bars = False
         resume_memory(args.stored)
+        ray.shutdown()
+    if "6" in args.parts:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        resume_traffic(args.stored)
         ray.shutdown()
 
 

@@ -250,7 +250,7 @@ def test_actors_load_the_encoder_a_collection_loads_from_the_settings(
     monkeypatch.setattr(SentenceEncoder, "load", recorded)
     with TextCollection("settings", client=QdrantClient(":memory:")) as coll:
         assert coll.encoder.precision == "fp32"
-    options = actor_options(sbert_ray.Columns(), None, EncoderSpec.of())
+    options = actor_options(sbert_ray.Columns(), EncoderSpec.of())
     actor = sbert_ray.EncodeTexts(**pickle.loads(pickle.dumps(options)))  # as Ray ships them to the actors
     assert loads == [{"model": str(model_dir), "device": "cpu", "precision": "fp32", "truncate_dim": 16}] * 2
     assert actor.encoder.dimension == 16
@@ -290,8 +290,9 @@ def test_workers_write_into_a_server_in_parallel(
 
 
 def test_cli_index_reads_files_with_ray_and_resumes(
-    local_ray: None, tmp_path: Path, model_dir: Path, rows: list[Any], capsys: pytest.CaptureFixture[str]
+    local_ray: None, tmp_path: Path, model_dir: Path, rows: list[Any], capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """``--no-progress`` shows no bar, the package's or Ray's (nor Ray's notice that its bars are off)."""
     from sbert_qdrant.cli import main
 
     files = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
@@ -300,9 +301,12 @@ def test_cli_index_reads_files_with_ray_and_resumes(
     engine = ["--location", str(tmp_path / "qdrant"), "--model", str(model_dir), "--precision", "fp32", "--no-progress"]
     index = ["index", *map(str, files), "--id-field", "qid", *engine, "--ray", "--actors", "1"]
     assert main(index) == 0
-    assert f"{len(rows)} written, 0 skipped, 0 failed; {len(rows)} texts stored." in capsys.readouterr().err
+    err = capfd.readouterr().err
+    assert f"{len(rows)} written, 0 skipped, 0 failed; {len(rows)} texts stored." in err
     assert main([*index, "--on-conflict", "skip"]) == 0
-    assert f"0 written, {len(rows)} skipped, 0 failed; {len(rows)} texts stored." in capsys.readouterr().err
+    err += capfd.readouterr().err
+    assert f"0 written, {len(rows)} skipped, 0 failed; {len(rows)} texts stored." in err
+    assert "Encoding" not in err and "Progress bars" not in err and "it/s" not in err
 
 
 @pytest.mark.parametrize(
@@ -387,23 +391,23 @@ def write_from_workers(
 ) -> Any:
     """``items`` encoded by an actor and written by ``QdrantDatasink``'s tasks, each opening ``open_collection`` in
     its worker (one at a time: one embedded writer); ``on_conflict="skip"``, the stored ids looked up first as
-    ``upsert_dataset`` does. Documents where ``chunking`` is given."""
-    from sbert_qdrant.integrations.ray._upsert import find_stored
+    ``upsert_dataset`` does (the stored rows dropped before the actor). Documents where ``chunking`` is given."""
+    from sbert_qdrant.integrations.ray._cluster import Pool
+    from sbert_qdrant.integrations.ray._upsert import _unstored, find_stored, write_from_workers
 
     documents = bool(chunking)
     dataset = ray.data.from_items(items, override_num_blocks=5)
     with open_collection() as coll:  # the driver looks up what is stored, then lets the workers open the folder
-        stored = find_stored(dataset, coll, columns, "skip", documents=documents)
-    encoded = dataset.map_batches(
+        resume = find_stored(dataset, coll, columns, "skip", documents=documents)
+    encoded = _unstored(dataset, columns, resume, Pool(1, 1, 0, 8)).map_batches(
         sbert_ray.EncodeDocuments if documents else sbert_ray.EncodeTexts,
-        fn_constructor_kwargs=actor_options(columns, stored, EncoderSpec(str(model_dir), precision="fp32"), **chunking),
+        fn_constructor_kwargs=actor_options(columns, EncoderSpec(str(model_dir), precision="fp32"), **chunking),
         compute=ray.data.ActorPoolStrategy(size=1),
         batch_size=8 if not documents else 2,
         batch_format="numpy",
     )
-    sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents=documents, chunking=chunking)
-    encoded.write_datasink(sink, concurrency=1)
-    return sink.result
+    sink = sbert_ray.QdrantDatasink(open_collection, columns, "skip", documents, chunking, resume)
+    return write_from_workers(encoded, sink, concurrency=1)
 
 
 def test_the_workers_write_path_stops_at_a_bad_row_and_resumes_without_a_server(
@@ -475,7 +479,7 @@ def test_the_sink_numbers_rows_across_its_tasks_and_lists_every_unwritten_row(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(model_dir), precision="fp32")))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, EncoderSpec(str(model_dir), precision="fp32")))
     items = [*rows[:10], {"qid": "q10", "text": "  ", "score": 0.0}, *rows[11:24]]
     qids = [r["qid"] for r in items]
 
@@ -529,7 +533,7 @@ def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
     from ray.data.datasource.datasink import WriteResult
 
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(model_dir), precision="fp32")))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, EncoderSpec(str(model_dir), precision="fp32")))
     items = [*rows[:20], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[21:24]]
 
     def block(part: list[dict[str, Any]]) -> Any:
@@ -579,7 +583,7 @@ def test_the_workers_collection_is_created_by_the_driver_and_another_model_write
     other = tmp_path / "other-bert"
     testing.tiny_encoder(seed=1).save(other)
     columns = sbert_ray.Columns("text", "qid")
-    actor = sbert_ray.EncodeTexts(**actor_options(columns, None, EncoderSpec(str(other), precision="fp32")))
+    actor = sbert_ray.EncodeTexts(**actor_options(columns, EncoderSpec(str(other), precision="fp32")))
     block = BlockAccessor.batch_to_block(actor({k: np.array([r[k] for r in rows[:8]]) for k in ("qid", "text")}))
     open_collection = partial(TextCollection, "sink", encoder, location=str(tmp_path / "edge"))
     with open_collection() as coll:
@@ -667,3 +671,35 @@ def _start(pid: int) -> str | None:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
+
+
+def test_a_resume_drops_the_stored_rows_before_the_actors_and_refuses_a_repeated_id(
+    local_ray: None, tmp_path: Path, encoder: SentenceEncoder, model_dir: Path, rows: list[Any]
+) -> None:
+    """``on_conflict="skip"``: the stored rows are dropped before the actors (only the missing rows reach them); a
+    run with nothing missing starts no actor (a model that does not exist is never loaded); a repeated id is
+    refused before any work, as ``upsert_texts`` refuses it, where it used to pass as skipped."""
+    from sbert_qdrant.integrations.ray._cluster import Pool
+    from sbert_qdrant.integrations.ray._upsert import _unstored, find_stored
+
+    engines = Engines("sync", "edge", tmp_path)
+    try:
+        coll = engines.open(encoder)
+        qids = [r["qid"] for r in rows]
+        upsert(rows[:30], coll, model_dir, id_column="qid")
+        nowhere = tmp_path / "no-such-model"
+        done = upsert(rows[:30], coll, nowhere, id_column="qid", on_conflict="skip")
+        assert (list(done), done.written, done.skipped) == (qids[:30], 0, 30)
+        repeated = [*rows[:30], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[30:]]
+        with pytest.raises(InvalidInputError, match=r"row 30 repeats row 3 \(qid='q3', the same point\)"):
+            upsert(repeated, coll, model_dir, id_column="qid", on_conflict="skip")
+        assert coll.count() == 30
+        columns = sbert_ray.Columns("text", "qid")
+        dataset = ray.data.from_items(rows, override_num_blocks=4)
+        resume = find_stored(dataset, coll, columns, "skip", documents=False)
+        sent = _unstored(dataset, columns, resume, Pool(1, 1, 0, 8)).take_all()
+        assert [r["qid"] for r in sent] == qids[30:] and resume.missing == 10
+        result = upsert(rows, coll, model_dir, id_column="qid", on_conflict="skip")
+        assert (list(result), result.written, result.skipped, coll.count()) == (qids, 10, 30, 40)
+    finally:
+        engines.close()

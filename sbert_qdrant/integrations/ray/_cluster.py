@@ -42,9 +42,11 @@ class Pool(NamedTuple):
             if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
                 raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
 
-    def check_fits(self, dataset: ray.data.Dataset) -> None:
-        """Refuse a pool the cluster cannot hold, or one that holds the CPUs the dataset's read tasks need: Ray Data
-        starts the actors first and the read would wait for a CPU forever (ray-project/ray#44687)."""
+    def check_fits(self, dataset: ray.data.Dataset, write_cpus: float = 0) -> None:
+        """Refuse, before any work, a pool the cluster cannot hold next to every other stage: the dataset's read tasks
+        and the write tasks (``write_cpus`` each). Ray Data starts the actors first, and a task that waits for a CPU
+        the actors hold waits forever (ray-project/ray#44687); a stalled write stalls the actors too, once their
+        output fills the object store."""
         have = ray.cluster_resources()
         cpus, gpus = float(have.get("CPU", 0)), float(have.get("GPU", 0))
         pool = f"actors={self.actors} x cpus_per_actor={self.cpus:g}"
@@ -59,12 +61,12 @@ class Pool(NamedTuple):
                 f"cluster has {gpus:g}: pass fewer actors or a smaller gpus_per_actor."
             )
         read = read_cpus(dataset)
-        if read and self.actors * self.cpus + read > cpus:
+        if self.actors * self.cpus + read + write_cpus > cpus:
             raise InvalidArgumentError(
                 f"{pool} holds {self.actors * self.cpus:g} of the Ray cluster's {cpus:g} CPUs and the dataset's read "
-                f"tasks ask {read:g} CPU each: the read would wait forever (ray-project/ray#44687). Keep actors x "
-                f"cpus_per_actor <= {cpus - read:g}, or read the files with read_files (its reads ask no CPU) or "
-                "ray.data.read_*(..., num_cpus=0)."
+                f"tasks ask {read:g} CPU each, its write tasks {write_cpus:g}: they would wait forever "
+                f"(ray-project/ray#44687). Keep actors x cpus_per_actor <= {cpus - read - write_cpus:g}, or read the "
+                "files with read_files (its reads ask no CPU) or ray.data.read_*(..., num_cpus=0)."
             )
 
 

@@ -1,8 +1,8 @@
 """The callable classes ``Dataset.map_batches`` runs in its actors: each loads the encoder once and adds the vectors.
 
 A row whose text cannot be encoded (not a str, blank) gets a zero vector instead of failing the actor: Ray Data
-would wrap the error in its own, so the driver checks every row and stops the run with an error naming it. A row
-stored before the run (``stored``: ``StoredIds``, found by the driver) is marked and not encoded.
+would wrap the error in its own, so the driver checks every row and stops the run with an error naming it. Rows
+stored before the run never reach an actor (``_stored``).
 """
 
 from __future__ import annotations
@@ -17,14 +17,12 @@ from ...documents import Chunking
 from ...encoder import EncoderSpec
 from ...errors import InvalidArgumentError, InvalidInputError
 from ...records import text_id
-from ._stored import StoredIds
 
 #: Columns the encoding adds: the dense vector (texts: one per row; documents: a (chunks, dimension) matrix per row),
-#: the identity of the encoder that made it, and whether the row was stored before the run (then not encoded).
+#: and the identity of the encoder that made it.
 VECTOR_COLUMN = "__sbert_vector"
 ENCODER_COLUMN = "__sbert_encoder"
-STORED_COLUMN = "__sbert_stored"
-ADDED_COLUMNS = (VECTOR_COLUMN, ENCODER_COLUMN, STORED_COLUMN)
+ADDED_COLUMNS = (VECTOR_COLUMN, ENCODER_COLUMN)
 
 Batch = dict[str, np.ndarray]
 
@@ -72,31 +70,21 @@ def _encodable(text: object) -> bool:
 
 
 class _Encode:
-    """Shared by the text and document actors: the model loaded once, rows already stored dropped."""
+    """Shared by the text and document actors: the model loaded once."""
 
-    def __init__(
-        self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int, stored: StoredIds | None
-    ) -> None:
+    def __init__(self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int) -> None:
         self.encoder = (spec if spec is not None else EncoderSpec.of()).load()
         self.identity = self.encoder.identity
         self.columns = columns
         self.encode_batch_size = encode_batch_size
-        self.stored = stored
-
-    def _stored(self, batch: Batch) -> np.ndarray:
-        """Which rows' ids are in ``stored`` (stored before the run, with ``on_conflict="skip"``): not encoded."""
-        rows = range(len(batch[self.columns.text]))
-        if self.stored is None or not self.stored.count:
-            return np.zeros(len(rows), dtype=bool)
-        return self.stored.marks(self.columns.key(batch, row) for row in rows)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.encoder.encode_document(texts, batch_size=self.encode_batch_size, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 
-    def _with(self, batch: Batch, vectors: np.ndarray, stored: np.ndarray) -> Batch:
+    def _with(self, batch: Batch, vectors: np.ndarray) -> Batch:
         identity = np.full(len(vectors), self.identity, dtype=object)
-        return {**batch, VECTOR_COLUMN: vectors, ENCODER_COLUMN: identity, STORED_COLUMN: stored}
+        return {**batch, VECTOR_COLUMN: vectors, ENCODER_COLUMN: identity}
 
 
 class EncodeTexts(_Encode):
@@ -112,18 +100,16 @@ class EncodeTexts(_Encode):
         *,
         columns: Columns = Columns(),
         encode_batch_size: int = 32,
-        stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(spec, columns, encode_batch_size, stored)
+        super().__init__(spec, columns, encode_batch_size)
 
     def __call__(self, batch: Batch) -> Batch:
-        stored = self._stored(batch)
         texts = batch[self.columns.text].tolist()
-        todo = np.array([_encodable(t) for t in texts], dtype=bool) & ~stored
+        todo = np.array([_encodable(t) for t in texts], dtype=bool)
         vectors = np.zeros((len(texts), self.encoder.dimension), dtype=np.float32)
         if todo.any():
             vectors[todo] = self._encode([t for t, ok in zip(texts, todo, strict=True) if ok])
-        return self._with(batch, vectors, stored)
+        return self._with(batch, vectors)
 
 
 class EncodeDocuments(_Encode):
@@ -140,21 +126,19 @@ class EncodeDocuments(_Encode):
         overlap_tokens: int | None = None,
         context_field: str | None = None,
         encode_batch_size: int = 32,
-        stored: StoredIds | None = None,
     ) -> None:
-        super().__init__(spec, columns, encode_batch_size, stored)
+        super().__init__(spec, columns, encode_batch_size)
         self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)
 
     def __call__(self, batch: Batch) -> Batch:
-        stored = self._stored(batch)
-        inputs = [[] if done else self._inputs(batch, row) for row, done in enumerate(stored)]
+        inputs = [self._inputs(batch, row) for row in range(len(batch[self.columns.text]))]
         flat = [text for chunks in inputs for text in chunks]
         vectors = self._encode(flat) if flat else np.zeros((0, self.encoder.dimension), dtype=np.float32)
         bounds = np.cumsum([0, *map(len, inputs)])
         matrices = np.empty(len(inputs), dtype=object)
         for row in range(len(inputs)):
             matrices[row] = vectors[bounds[row] : bounds[row + 1]]
-        return self._with(batch, matrices, stored)
+        return self._with(batch, matrices)
 
     def _inputs(self, batch: Batch, row: int) -> list[str]:
         """The chunk inputs of a row; none for a row the driver will refuse (its text or payload unusable)."""

@@ -3,16 +3,17 @@ write tasks alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ...collection import TextCollection
 from ...errors import InvalidInputError
-from ...records import UpsertResult, check_text
+from ...records import Key, UpsertResult, check_text
 from ...types import OnConflict
-from ._encode import ENCODER_COLUMN, STORED_COLUMN, VECTOR_COLUMN, Batch, Columns
+from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
+from ._stored import stored_mark
 
 
 def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
@@ -31,10 +32,21 @@ def record(batch: Batch, row: int, number: int, columns: Columns, identity: str)
     return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
 
 
-def encoded_row(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any] | None:
-    """Row ``row`` of an encoded batch as the record to write, or None for a row the actors found stored before the
-    run (``on_conflict="skip"``: not encoded; left out and counted as skipped). The one rule of both write paths."""
-    return None if batch[STORED_COLUMN][row] else record(batch, row, number, columns, identity)
+def first_repeat(keys: Sequence[Key | None], columns: Columns, note: str = "") -> tuple[int, InvalidInputError] | None:
+    """The first row whose explicit id an earlier row has, and its error (as ``upsert_texts`` refuses a repeated id):
+    the one rule of both write paths and of a resume's lookup. Text-derived ids are the text's: a repeated text is the
+    same record, written once."""
+    if columns.id is None:
+        return None
+    seen: dict[str, int] = {}
+    for number, key in enumerate(keys):
+        mark = stored_mark(key)
+        if mark is not None and (earlier := seen.setdefault(mark, number)) != number:
+            return number, InvalidInputError(
+                f"row {number} repeats row {earlier} ({columns.id}={key!r}, the same point{note}): ids must be "
+                "unique in one run. Fix the dataset and re-run."
+            )
+    return None
 
 
 def write_records(

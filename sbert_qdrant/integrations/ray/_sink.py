@@ -1,8 +1,9 @@
 """Writes from the Ray workers, in parallel: a ``Datasink`` whose tasks each open the collection (through a factory,
 e.g. on a Qdrant server) and write their rows through its own pipeline (ids, payloads, checks, batches under the
 server's request limit, the retry policy of sbert-qdrant's server store), by the rule of the driver's path: rows
-stored before the run are left out and counted as skipped, errors number the dataset's rows, ids come back in the
-dataset's order.
+stored before the run (dropped before the actors) are put back as skipped, errors number the dataset's rows, ids
+come back in the dataset's order. The write tasks ask no CPU (``WRITE_CPUS``): actors holding every CPU cannot
+starve them, and the actors' output, which only the writes drain, cannot fill the object store for good.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from ...records import Key, UpsertResult, WriteLedger
 from ...settings import Settings
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
-from ._rows import encoded_row, record, write_records
-from ._stored import stored_mark
+from ._rows import first_repeat, record, write_records
+from ._stored import Resume, stored_mark
+
+#: CPUs a write task asks of Ray: none (writing waits on the server; an encoding actor pool may hold every CPU).
+WRITE_CPUS = 0
 
 
 def open_on_server(name: str, encoder: TextEncoder, url: str) -> TextCollection:
@@ -59,9 +63,10 @@ class QdrantDatasink(Datasink[_Part]):
     """``dataset.write_datasink(QdrantDatasink(...))`` for an encoded dataset (``EncodeTexts``/``EncodeDocuments``):
     every write task opens a collection with ``open_collection`` (a picklable callable, run in the worker, e.g.
     ``functools.partial(TextCollection, name, encoder, url=url)``) and writes its rows; ``result`` holds every row's id
-    in the dataset's order and the counts. A task that meets a bad row stops there; the others write theirs, then a
-    ``PartialWriteError`` names the first bad row by its number in the dataset and lists what was and was not
-    stored."""
+    in the dataset's order and the counts (with ``resume``, the rows stored before the run, which were not sent, put
+    back as skipped). A task that meets a bad row stops there; the others write theirs, then a ``PartialWriteError``
+    names the first bad row by its number in the dataset and lists what was and was not stored. Run it with
+    ``write_datasink(sink, ray_remote_args={"num_cpus": WRITE_CPUS})`` where actors may hold every CPU."""
 
     def __init__(
         self,
@@ -70,19 +75,24 @@ class QdrantDatasink(Datasink[_Part]):
         on_conflict: OnConflict,
         documents: bool,
         chunking: dict[str, Any] | None = None,
+        resume: Resume | None = None,
     ) -> None:
         self.open_collection = open_collection
         self.columns = columns
         self.on_conflict = on_conflict
         self.documents = documents
         self.chunking = chunking or {}
+        self.resume = resume
         self.result = UpsertResult()
 
     def write(self, blocks: Iterable[Block], ctx: Any) -> _Part:
         with self.open_collection() as collection:
             part = _Part(ctx.task_idx, collection.collection_name)
             for block in blocks:
-                batch = cast(Batch, BlockAccessor.for_block(block).to_numpy())
+                accessor = BlockAccessor.for_block(block)
+                if not accessor.num_rows():  # a block whose rows were all stored before the run: no columns either
+                    continue
+                batch = cast(Batch, accessor.to_numpy())
                 if part.stop is None:
                     part.stop = self._write_batch(collection, batch, part)
                 else:  # stopped: the rest of the task's rows are only listed (unwritten, and counted for numbering)
@@ -101,21 +111,14 @@ class QdrantDatasink(Datasink[_Part]):
         if not rows:
             return None
         identity = str(batch[ENCODER_COLUMN][0])
-        records, places = [], []
+        records = []
         for row in range(rows):
             try:
-                found = encoded_row(batch, row, start + row, self.columns, identity)
+                records.append(record(batch, row, start + row, self.columns, identity))
             except InvalidInputError as exc:  # numbered again by the driver, which knows the rows before this task
                 bad_row = {name: column[row : row + 1] for name, column in batch.items()}
                 return _Stop(start + row, exc, bad_row, identity)
-            if found is None:
-                part.done[start + row] = True
-                part.skipped += 1
-            else:
-                records.append(found)
-                places.append(start + row)
-        if not records:
-            return None
+        places = range(start, start + rows)
         try:
             result = write_records(
                 collection, records, identity, on_conflict=self.on_conflict, documents=self.documents, **self.chunking
@@ -139,42 +142,25 @@ class QdrantDatasink(Datasink[_Part]):
         keys: list[Key | None] = []
         done: list[bool] = []
         first = None
+        written = skipped = 0
         for part in sorted(write_result.write_returns, key=lambda p: p.task):
             if part.stop is not None and first is None:
                 first = (len(keys) + part.stop.row, part.stop, part.name)
             keys.extend(part.keys)
             done.extend(part.done)
-            self.result.written += part.written
-            self.result.skipped += part.skipped
+            written, skipped = written + part.written, skipped + part.skipped
         names = [part.name for part in write_result.write_returns]
-        repeat = self._first_repeat(keys, names[0] if names else "")
+        # Each write task wrote its own rows: a repeat in another task is seen here only, after both wrote.
+        repeat = first_repeat(keys, self.columns, "; written by different write tasks, the point holds one of them")
         if repeat is not None and (first is None or repeat[0] < first[0]):
-            first = repeat
+            first = (repeat[0], _Stop(0, repeat[1]), names[0])
         if first is not None:
             raise self._error(*first, keys, done)
-        self.result.extend(key for key in keys if key is not None)  # None only where a task stopped
+        sent = UpsertResult((key for key in keys if key is not None), written, skipped)  # None only where it stopped
+        self.result = self.resume.merge(sent) if self.resume is not None else sent
 
-    def _first_repeat(self, keys: list[Key | None], name: str) -> tuple[int, _Stop, str] | None:
-        """The first row whose explicit id an earlier row of the dataset has (each write task wrote its own, so
-        the point holds the later row): the stop it makes, as in ``on_write_complete``."""
-        if self.columns.id is None:  # text-derived ids: a repeated text is the same record
-            return None
-        seen: dict[str, int] = {}
-        for number, key in enumerate(keys):
-            mark = stored_mark(key)
-            if mark is None:
-                continue
-            earlier = seen.setdefault(mark, number)
-            if earlier != number:
-                cause = InvalidInputError(
-                    f"row {number} repeats row {earlier} ({self.columns.id}={key!r}, the same point; written by "
-                    "different write tasks, the point holds one of them): ids must be unique in one run. Fix the "
-                    "dataset and re-run."
-                )
-                return number, _Stop(0, cause), name
-        return None
-
-    def _error(self, number: int, stop: _Stop, name: str, keys: list[Key | None], done: list[bool]) -> Exception:
+    def _error(self, sent: int, stop: _Stop, name: str, keys: list[Key | None], done: list[bool]) -> Exception:
+        number = self.resume.number(sent) if self.resume is not None else sent
         cause: SbertQdrantError = stop.cause
         if stop.bad_row is not None:
             try:  # the same check again, the row named by its number in the dataset
@@ -182,8 +168,12 @@ class QdrantDatasink(Datasink[_Part]):
             except InvalidInputError as exc:
                 cause = exc
         ledger = WriteLedger()
-        ledger.add(keys)
         written = [key for key, stored in zip(keys, done, strict=True) if stored]
+        if self.resume is not None:
+            ledger.add(self.resume.keys)
+            ledger.stored(self.resume.stored_keys())
+        else:
+            ledger.add(keys)
         ledger.stored(written)
         if not ledger.any_stored:
             return cause

@@ -1,5 +1,5 @@
 """The driver's write path: the encoded rows streamed from Ray to this process as records for the collection, with
-one progress bar that moves as the actors' batches arrive (the rows' total where Ray knows it without a read)."""
+one progress bar that moves as the actors' batches arrive (the rows' total where it is known without a read)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import ray.data
 from tqdm.auto import tqdm
 
 from ...errors import PartialWriteError, SbertQdrantError
-from ...records import Key, UpsertResult, WriteLedger
-from ._encode import ENCODER_COLUMN, STORED_COLUMN, Batch, Columns
-from ._rows import encoded_row
+from ...records import UpsertResult, WriteLedger
+from ._encode import ENCODER_COLUMN, Batch, Columns
+from ._rows import record
+from ._stored import Resume
 
 #: Rows read at a time when only their ids are wanted.
 KEYS_BATCH = 1024
@@ -22,7 +23,9 @@ KEYS_BATCH = 1024
 def keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
     """Every row's id as the collection will see it, in the dataset's order, read from the id (else text) column."""
     wanted = [columns.text] if columns.id is None else [columns.id]
-    for batch in dataset.select_columns(wanted).iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
+    selected = dataset.select_columns(wanted)
+    selected.context.execution_options.preserve_order = True  # the order of the encoded rows, row for row
+    for batch in selected.iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
         for row in range(len(batch[wanted[0]])):
             yield columns.key(batch, row)
 
@@ -44,13 +47,20 @@ def known_rows(dataset: ray.data.Dataset) -> int | None:
 
 
 class Stream:
-    """The encoded rows of a run as records for the collection. Rows found stored before the run (not encoded) are
-    left out and remembered, so that the result still lists every row's id, in the dataset's order."""
+    """The encoded rows of a run as records for the collection; with a resume, the rows stored before the run (never
+    sent to the actors) are put back in the result, so that it lists every row's id in the dataset's order."""
 
     def __init__(
-        self, encoded: ray.data.Dataset, columns: Columns, source: ray.data.Dataset, show_progress: bool, unit: str
+        self,
+        encoded: ray.data.Dataset,
+        columns: Columns,
+        source: ray.data.Dataset,
+        resume: Resume | None,
+        show_progress: bool,
+        unit: str,
     ) -> None:
-        self._progress = tqdm(total=known_rows(source), unit=unit, desc="Encoding", disable=not show_progress)
+        total = resume.missing if resume is not None else known_rows(source)
+        self._progress = tqdm(total=total, unit=unit, desc="Encoding", disable=not show_progress)
         self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)
         #: The identity of the encoder that made the vectors (None: no rows).
@@ -58,29 +68,27 @@ class Stream:
         self._batches: Iterator[Batch] = itertools.chain([first], batches) if first is not None else iter(())
         self._columns = columns
         self._source = source
-        #: Per row: its id when it was stored before the run, None when it went to the collection.
-        self._stored: list[Key | None] = []
+        self._resume = resume
 
     def records(self) -> Iterator[dict[str, Any]]:
-        number = 0
+        sent = 0
         for batch in self._batches:
-            rows = len(batch[STORED_COLUMN])
+            rows = len(batch[ENCODER_COLUMN])
             self._progress.update(rows)  # the batch is encoded: it arrived from the actors
             for row in range(rows):
-                found = encoded_row(batch, row, number, self._columns, self.identity or "")
-                self._stored.append(self._columns.key(batch, row) if found is None else None)
-                if found is not None:
-                    yield found
-                number += 1
+                number = self._resume.number(sent) if self._resume is not None else sent
+                yield record(batch, row, number, self._columns, self.identity or "")
+                sent += 1
 
     def write(self, upsert: Callable[[Iterator[dict[str, Any]]], UpsertResult]) -> UpsertResult:
         """The run's result from ``upsert`` of the records; where it stops part-way, its error with every row."""
         try:
-            return self.result(upsert(self.records()))
+            written = upsert(self.records())
+            return self._resume.merge(written) if self._resume is not None else written
         except PartialWriteError as exc:
             raise self._complete(exc) from exc.__cause__
         except SbertQdrantError as exc:  # nothing new stored: still a partial run where rows were stored before it
-            if not any(key is not None for key in self._stored):
+            if self._resume is None or not self._resume.stored.any():
                 raise
             partial = PartialWriteError(str(exc), written_ids=[], unwritten_ids=[])
             raise self._complete(partial) from exc
@@ -94,13 +102,10 @@ class Stream:
         """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the
         written ones, the rows never read (the run stopped first) among the unwritten ones."""
         ledger = WriteLedger()
-        ledger.add(keys(self._source, self._columns))
-        ledger.stored([*exc.written_ids, *(key for key in self._stored if key is not None)])
+        if self._resume is not None:
+            ledger.add(self._resume.keys)
+            ledger.stored(self._resume.stored_keys())
+        else:
+            ledger.add(keys(self._source, self._columns))
+        ledger.stored(exc.written_ids)
         return ledger.error(str(exc))
-
-    def result(self, written: UpsertResult) -> UpsertResult:
-        """The collection's result with the rows stored before the run put back in their places, as skipped."""
-        passed = iter(written)
-        ids = [next(passed) if key is None else key for key in self._stored]
-        skipped = sum(key is not None for key in self._stored)
-        return UpsertResult(ids, written.written, written.skipped + skipped)

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray.data
+from ray.util.debug import log_once
 
 from ...collection import TextCollection
 from ...encoder import EncoderSpec, LoadOptions
@@ -21,9 +23,10 @@ from ...records import UpsertResult
 from ...types import IdKind, OnConflict
 from ._cluster import Pool
 from ._encode import Columns, EncodeDocuments, EncodeTexts
-from ._rows import write_records
-from ._sink import QdrantDatasink, open_on_server
-from ._stored import StoredIds, points, stored_mark
+from ._read import READ_CPUS
+from ._rows import first_repeat, write_records
+from ._sink import WRITE_CPUS, QdrantDatasink, open_on_server
+from ._stored import Resume, StoredIds, drop_stored, points, stored_mark
 from ._stream import KEYS_BATCH, Stream, chunks, keys
 
 if TYPE_CHECKING:
@@ -57,14 +60,16 @@ def upsert_dataset(
     ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU) and ``truncate_dim=`` (``LoadOptions``), as
     ``load_encoder`` does, with this process's settings (one ``EncoderSpec``, sent to every actor); it must be the
     collection's encoder (its identity is checked, another is refused by name). Each actor holds
-    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold, or one
-    that leaves no CPU for the read tasks of a dataset read from files (``read_files`` reads on no CPU), is refused
-    with the numbers. ``batch_size`` rows go to an actor at a time, and into one write.
+    ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold next to
+    the read and write tasks (``read_files`` reads, and the workers write, on no CPU) is refused with the numbers
+    before any work. ``batch_size`` rows go to an actor at a time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
-    instead (``QdrantDatasink``). ``on_conflict="skip"``: ids already stored are dropped before they reach an
-    encoder. ``bulk=True``: as in ``upsert_texts`` (a server's indexing paused during the load; one writer only).
+    instead (``QdrantDatasink``). ``on_conflict="skip"``: the dataset's ids are looked up first (a repeated id is
+    refused before any work), the stored rows are dropped where the dataset is read, before any actor, and a run with
+    nothing missing returns without starting one. ``bulk=True``: as in ``upsert_texts`` (a server's indexing paused
+    during the load; one writer only).
     Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was written stays
     (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
@@ -129,23 +134,43 @@ def _run(
 ) -> UpsertResult:
     """The one run of texts and documents: checks, the stored rows found, the actors, then one of the write paths."""
     run.pool.check()
-    run.pool.check_fits(dataset)
+    run.pool.check_fits(dataset, write_cpus=WRITE_CPUS if run.url is not None else 0)  # the driver writes: no task
     _check_writers(run.url, run.bulk)
-    columns = _columns(dataset, *column_names)
-    stored = find_stored(dataset, collection, columns, run.on_conflict, run.documents)
-    options = actor_options(columns, stored, spec, **run.chunking)
     show = logger.isEnabledFor(logging.INFO) if run.show_progress_bar is None else run.show_progress_bar
-    actor = EncodeDocuments if run.documents else EncodeTexts
     # One progress bar: the driver's own (rows as the actors' batches arrive); Ray's only where the workers write.
-    encoded = _encoded(dataset, actor, options, run.pool, ray_progress=show and run.url is not None)
-    if run.url is not None:
-        return _write_from_workers(
-            encoded, collection, run.url, columns, run.on_conflict, run.documents, **run.chunking
-        )
-    stream = Stream(encoded, columns, dataset, show, unit="doc" if run.documents else "text")
-    batch_size = None if run.documents else run.pool.batch_size  # documents: the collection's own batches
-    write = partial(write_records, collection, on_conflict=run.on_conflict, documents=run.documents, bulk=run.bulk)
-    return stream.write(lambda records: write(records, stream.identity, batch_size=batch_size, **run.chunking))
+    with _ray_progress(dataset, show and run.url is not None):
+        columns = _columns(dataset, *column_names)
+        resume = find_stored(dataset, collection, columns, run.on_conflict, run.documents)
+        if resume is not None and not resume.missing:  # every row stored: no actor started, no model loaded
+            return resume.merge(UpsertResult())
+        actor = EncodeDocuments if run.documents else EncodeTexts
+        options = actor_options(columns, spec, **run.chunking)
+        encoded = _encoded(_unstored(dataset, columns, resume, run.pool), actor, options, run.pool)
+        if run.url is not None:
+            collection.create()  # here, from the collection's own encoder: the workers never race to create it
+            server = partial(open_on_server, collection.collection_name, collection.encoder, run.url)
+            sink = QdrantDatasink(server, columns, run.on_conflict, run.documents, run.chunking, resume)
+            return write_from_workers(encoded, sink, concurrency=run.pool.actors)
+        stream = Stream(encoded, columns, dataset, resume, show, unit="doc" if run.documents else "text")
+        batch_size = None if run.documents else run.pool.batch_size  # documents: the collection's own batches
+        write = partial(write_records, collection, on_conflict=run.on_conflict, documents=run.documents, bulk=run.bulk)
+        return stream.write(lambda records: write(records, stream.identity, batch_size=batch_size, **run.chunking))
+
+
+@contextmanager
+def _ray_progress(dataset: ray.data.Dataset, show: bool) -> Iterator[None]:
+    """Ray Data's own progress bars on (``show``) or off for the run: the dataset's reads (schema, ids) included."""
+    contexts = [dataset.context, ray.data.DataContext.get_current()]
+    before = [(c.enable_progress_bars, c.enable_operator_progress_bars) for c in contexts]
+    for context in contexts:
+        context.enable_progress_bars = context.enable_operator_progress_bars = show
+    if not show:  # Ray warns, once, that the bars it was asked to hide are hidden: told already, by the caller
+        log_once("ray_data_progress_manager_disabled")
+    try:
+        yield
+    finally:
+        for context, (bars, operator_bars) in zip(contexts, before, strict=True):
+            context.enable_progress_bars, context.enable_operator_progress_bars = bars, operator_bars
 
 
 def _check_writers(url: str | None, bulk: bool) -> None:
@@ -156,11 +181,11 @@ def _check_writers(url: str | None, bulk: bool) -> None:
         )
 
 
-def actor_options(columns: Columns, stored: StoredIds | None, spec: EncoderSpec, **chunking: Any) -> dict[str, Any]:
+def actor_options(columns: Columns, spec: EncoderSpec, **chunking: Any) -> dict[str, Any]:
     """The arguments each actor is built with (plain values: they travel pickled): the ``spec`` resolved here, in
     the driver, as ``load_encoder`` resolves it, so every actor loads the same model, named the same (half of the
     encoder's identity), with the same load options."""
-    return {"spec": spec, "columns": columns, "stored": stored, **chunking}
+    return {"spec": spec, "columns": columns, **chunking}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
@@ -178,7 +203,6 @@ def _encoded(
     actor: type[EncodeTexts] | type[EncodeDocuments],
     options: dict[str, Any],
     pool: Pool,
-    ray_progress: bool,
 ) -> ray.data.Dataset:
     """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
     encoded = dataset.map_batches(
@@ -191,38 +215,46 @@ def _encoded(
         batch_format="numpy",
     )
     encoded.context.execution_options.preserve_order = True  # ids come back in the dataset's order
-    encoded.context.enable_progress_bars = ray_progress
     return encoded
+
+
+def _unstored(dataset: ray.data.Dataset, columns: Columns, resume: Resume | None, pool: Pool) -> ray.data.Dataset:
+    """The dataset without its rows stored before the run, dropped by tasks that ask no CPU, as the reads (as many at
+    a time as actors): a stored row is never encoded, nor handed to an actor through the object store."""
+    if resume is None or not resume.ids.count:
+        return dataset
+    return dataset.map_batches(
+        partial(drop_stored, stored=resume.ids, columns=columns),
+        compute=ray.data.TaskPoolStrategy(size=pool.actors),
+        num_cpus=READ_CPUS,
+        batch_size=None,
+        batch_format="numpy",
+    )
 
 
 def find_stored(
     dataset: ray.data.Dataset, collection: TextCollection, columns: Columns, on_conflict: OnConflict, documents: bool
-) -> StoredIds | None:
-    """With ``on_conflict="skip"``, the dataset's rows already stored (read before encoding, ids only, batch by
-    batch), for the actors to leave out; None otherwise."""
+) -> Resume | None:
+    """With ``on_conflict="skip"``, every row's id and those stored before the run (ids only, looked up batch by
+    batch) for the rows to be dropped before the actors; a repeated id refused first; None otherwise."""
     if on_conflict != "skip":
         return None
+    every = list(keys(dataset, columns))
+    repeat = first_repeat(every, columns)
+    if repeat is not None:
+        raise repeat[1]
     found: list[np.ndarray] = []
     if collection.exists():
         kind: IdKind = "documents" if documents else "texts"
-        for chunk in chunks((k for k in keys(dataset, columns) if stored_mark(k) is not None), KEYS_BATCH):
+        for chunk in chunks((k for k in every if stored_mark(k) is not None), KEYS_BATCH):
             found.append(points(map(stored_mark, collection.stored_ids(chunk, kind=kind))))
-    return StoredIds(np.concatenate(found) if found else points([]))
+    ids = StoredIds(np.concatenate(found) if found else points([]))
+    return Resume(every, ids.marks(every), ids)
 
 
-def _write_from_workers(
-    encoded: ray.data.Dataset,
-    collection: TextCollection,
-    url: str,
-    columns: Columns,
-    on_conflict: OnConflict,
-    documents: bool,
-    **chunking: Any,
-) -> UpsertResult:
-    # Created here, from the collection's own encoder, so that the workers never race to create it; nothing of the
-    # dataset runs before the write (each write task checks the actors' encoder before it writes anything).
-    collection.create()
-    server = partial(open_on_server, collection.collection_name, collection.encoder, url)
-    sink = QdrantDatasink(server, columns, on_conflict, documents, chunking)
-    encoded.write_datasink(sink)
+def write_from_workers(encoded: ray.data.Dataset, sink: QdrantDatasink, concurrency: int) -> UpsertResult:
+    """The workers' write path: ``sink``'s tasks, ``concurrency`` at a time, asking no CPU (``WRITE_CPUS``), so that
+    actors holding every CPU never starve them (their output, which only the writes drain, would fill the object
+    store and stop the run)."""
+    encoded.write_datasink(sink, ray_remote_args={"num_cpus": WRITE_CPUS}, concurrency=concurrency)
     return sink.result
