@@ -64,7 +64,7 @@ def _records(
         yield TextRecord(text, {name: row.get(name) for name in names}, key)
 
 
-class _Counted(Iterator[TextRecord]):
+class _Counted(Iterator["TextRecord"]):
     """Streamed records that say how many they are (``__length_hint__``): the write's progress bar shows a total
     and an ETA, and the file is still read once, batch by batch."""
 
