@@ -159,13 +159,13 @@ class WriteLedger:
     def add(self, keys: Iterable[object]) -> None:
         """Records of the write, in input order (a repeat keeps its first place)."""
         for key in keys:
-            mark = _mark(key)
+            mark = id_mark(key)
             if mark is not None:
                 self._order.setdefault(mark, key)  # type: ignore[arg-type]
 
     def stored(self, keys: Iterable[object]) -> None:
         """Records now stored (their write landed, or they were stored before)."""
-        self._stored.update(mark for key in keys if (mark := _mark(key)) is not None)
+        self._stored.update(mark for key in keys if (mark := id_mark(key)) is not None)
 
     @property
     def any_stored(self) -> bool:
@@ -184,7 +184,8 @@ class WriteLedger:
         )
 
 
-def _mark(key: object) -> str | None:
+def id_mark(key: object) -> str | None:
+    """How an id is looked up among stored points: its point id (None for a value that is not an id)."""
     try:
         return point_id(key)  # type: ignore[arg-type]
     except InvalidInputError:

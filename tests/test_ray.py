@@ -620,10 +620,11 @@ def test_a_materialized_dataset_of_files_asks_no_read_cpu(local_ray: None, tmp_p
 def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: None) -> None:
     """Resume memory: the ids stored before the run reach a worker as a reference to one sorted array in Ray's object
     store, mapped read-only (not a copy, not a set per actor); the lookup is exact."""
-    from sbert_qdrant.integrations.ray._stored import StoredIds, points, stored_mark
+    from sbert_qdrant.integrations.ray._stored import StoredIds, points
+    from sbert_qdrant.records import id_mark
 
     keys: list[Any] = [f"q{i}" for i in range(3000)] + list(range(100))
-    stored = StoredIds(points(map(stored_mark, keys[::3])))
+    stored = StoredIds(points(map(id_mark, keys[::3])))
     assert len(pickle.dumps(stored.__getstate__()["count"])) < 100 and stored.count == 1034
 
     @ray.remote

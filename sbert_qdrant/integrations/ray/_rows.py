@@ -10,10 +10,9 @@ import numpy as np
 
 from ...collection import TextCollection
 from ...errors import InvalidInputError
-from ...records import Key, UpsertResult, check_text
+from ...records import Key, UpsertResult, check_text, id_mark
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
-from ._stored import stored_mark
 
 
 def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
@@ -40,7 +39,7 @@ def first_repeat(keys: Sequence[Key | None], columns: Columns, note: str = "") -
         return None
     seen: dict[str, int] = {}
     for number, key in enumerate(keys):
-        mark = stored_mark(key)
+        mark = id_mark(key)
         if mark is not None and (earlier := seen.setdefault(mark, number)) != number:
             return number, InvalidInputError(
                 f"row {number} repeats row {earlier} ({columns.id}={key!r}, the same point{note}): ids must be "

@@ -19,12 +19,12 @@ from ray.data.datasource.datasink import WriteResult
 from ...collection import TextCollection
 from ...errors import InvalidInputError, PartialWriteError, SbertQdrantError
 from ...protocols import TextEncoder
-from ...records import Key, UpsertResult, WriteLedger
+from ...records import Key, UpsertResult, WriteLedger, id_mark
 from ...settings import Settings
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
 from ._rows import first_repeat, record, write_records
-from ._stored import Resume, stored_mark
+from ._stored import Resume
 
 #: CPUs a write task asks of Ray: none (writing waits on the server; an encoding actor pool may hold every CPU).
 WRITE_CPUS = 0
@@ -124,9 +124,9 @@ class QdrantDatasink(Datasink[_Part]):
                 collection, records, identity, on_conflict=self.on_conflict, documents=self.documents, **self.chunking
             )
         except PartialWriteError as exc:
-            stored = set(map(stored_mark, exc.written_ids))
+            stored = set(map(id_mark, exc.written_ids))
             for place in places:
-                part.done[place] = stored_mark(part.keys[place]) in stored
+                part.done[place] = id_mark(part.keys[place]) in stored
             first_unstored = next((place for place in places if not part.done[place]), start)
             return _Stop(first_unstored, _crossing(exc.__cause__, exc))
         except SbertQdrantError as exc:

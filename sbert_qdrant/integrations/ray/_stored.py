@@ -12,20 +12,11 @@ from typing import Any
 import numpy as np
 import ray
 
-from ...errors import InvalidInputError
-from ...records import Key, UpsertResult, point_id
+from ...records import Key, UpsertResult, id_mark
 from ._encode import Batch, Columns
 
 #: A point id (a UUID) as 16 bytes: rows of the sorted array.
 _POINT = np.dtype("S16")
-
-
-def stored_mark(key: Any) -> str | None:
-    """How a stored id is looked up: its point id (None for a key that is not an id)."""
-    try:
-        return point_id(key)
-    except InvalidInputError:
-        return None
 
 
 def points(marks: Iterable[str | None]) -> np.ndarray:
@@ -47,7 +38,7 @@ class StoredIds:
 
     def marks(self, keys: Iterable[Any]) -> np.ndarray:
         """Per key, whether its point is stored (a key that is not an id: not stored)."""
-        wanted = points([stored_mark(key) for key in keys])
+        wanted = points([id_mark(key) for key in keys])
         if self._ref is None:
             return np.zeros(len(wanted), dtype=bool)
         if self._points is None:  # mapped from the object store, not copied

@@ -19,14 +19,14 @@ from ray.util.debug import log_once
 from ...collection import TextCollection
 from ...encoder import EncoderSpec, LoadOptions
 from ...errors import InvalidArgumentError
-from ...records import UpsertResult
+from ...records import UpsertResult, id_mark
 from ...types import IdKind, OnConflict
 from ._cluster import Pool
 from ._encode import Columns, EncodeDocuments, EncodeTexts
 from ._read import READ_CPUS
 from ._rows import first_repeat, write_records
 from ._sink import WRITE_CPUS, QdrantDatasink, open_on_server
-from ._stored import Resume, StoredIds, drop_stored, points, stored_mark
+from ._stored import Resume, StoredIds, drop_stored, points
 from ._stream import KEYS_BATCH, Stream, chunks, keys
 
 if TYPE_CHECKING:
@@ -246,8 +246,8 @@ def find_stored(
     found: list[np.ndarray] = []
     if collection.exists():
         kind: IdKind = "documents" if documents else "texts"
-        for chunk in chunks((k for k in every if stored_mark(k) is not None), KEYS_BATCH):
-            found.append(points(map(stored_mark, collection.stored_ids(chunk, kind=kind))))
+        for chunk in chunks((k for k in every if id_mark(k) is not None), KEYS_BATCH):
+            found.append(points(map(id_mark, collection.stored_ids(chunk, kind=kind))))
     ids = StoredIds(np.concatenate(found) if found else points([]))
     return Resume(every, ids.marks(every), ids)
 
