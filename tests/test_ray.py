@@ -545,7 +545,7 @@ def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
     sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
     parts = [sink.write([block(items[:12])], SimpleNamespace(task_idx=0))]
     parts.append(sink.write([block(items[12:])], SimpleNamespace(task_idx=1)))
-    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \(qid='q3'"):
+    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \('q3', the same point\); ids must be unique"):
         sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=parts))
 
 
@@ -692,7 +692,7 @@ def test_a_resume_drops_the_stored_rows_before_the_actors_and_refuses_a_repeated
         done = upsert(rows[:30], coll, nowhere, id_column="qid", on_conflict="skip")
         assert (list(done), done.written, done.skipped) == (qids[:30], 0, 30)
         repeated = [*rows[:30], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[30:]]
-        with pytest.raises(InvalidInputError, match=r"row 30 repeats row 3 \(qid='q3', the same point\)"):
+        with pytest.raises(InvalidInputError, match=r"row 30 repeats row 3 \('q3', the same point\); ids must"):
             upsert(repeated, coll, model_dir, id_column="qid", on_conflict="skip")
         assert coll.count() == 30
         columns = sbert_ray.Columns("text", "qid")
