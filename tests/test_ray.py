@@ -637,24 +637,44 @@ def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: 
     assert not writeable  # mapped from the object store
 
 
+#: Drivers that start Ray through the package: ``connect()``; a bare ``ray.init()`` (its dashboard and agents
+#: included), then a run of the package (here refused at once: the watcher starts before any check).
+_DRIVERS = {
+    "connect": "connect()\n",
+    "ray.init then a run": (
+        "ray.init(num_cpus=2)\n"
+        "from sbert_qdrant import TextCollection, testing\n"
+        "with TextCollection('w', testing.tiny_encoder(), location=sys.argv[1]) as coll:\n"
+        "    try:\n"
+        "        upsert_dataset(ray.data.from_items([{'text': 'a'}]), coll, actors=3)\n"
+        "    except Exception as exc:\n"
+        "        print(type(exc).__name__, file=sys.stderr)\n"
+    ),
+}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher reads /proc (Linux)")
-def test_ray_started_by_connect_ends_with_a_killed_driver() -> None:
+@pytest.mark.parametrize("start", list(_DRIVERS))
+def test_ray_started_through_the_package_ends_with_a_killed_driver(start: str, tmp_path: Path) -> None:
     """SIGKILL leaves no atexit to run: every process below the driver (GCS, raylet, Ray's agents, workers) is
-    gone soon after it, ended by the watcher ``connect`` starts."""
+    gone soon after it, ended by the watcher that ``connect`` and every run of the package start where Ray runs
+    below the driver."""
     import subprocess
     import time
 
     script = (
-        "import json, os, time, ray\n"
-        "from sbert_qdrant.integrations.ray import connect\n"
+        "import json, os, sys, time, ray\n"
+        "from sbert_qdrant.integrations.ray import connect, upsert_dataset\n"
         "from sbert_qdrant.integrations.ray._reaper import descendants\n"
-        "connect()\n"
-        "ray.get(ray.remote(lambda: 1).remote())\n"
+        + _DRIVERS[start]
+        + "ray.get(ray.remote(lambda: 1).remote())\n"
         "time.sleep(2)\n"
         "print(json.dumps(descendants(os.getpid())), flush=True)\n"
         "time.sleep(600)\n"
     )
-    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "edge")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     try:
         below = [tuple(p) for p in json.loads(driver.stdout.readline())]  # type: ignore[union-attr]
     finally:
