@@ -21,12 +21,9 @@ def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``: the one this machine belongs to; ``ray://host:10001``: a
     remote one) or, with None, start Ray here on this machine's CPUs (``local_cpus``), its processes ended with this
     one even when it is killed (``_reaper``); when this process is already connected, only the watcher (where Ray
-    runs below this process: started by ``ray.init()`` or Ray Data). Ray's INFO lines (its start) are left out, and a
-    local Ray is started with token authentication said explicitly (``RAY_AUTH_MODE=token``, Ray's own default for a
-    local start, which it otherwise warns about on every start); a ``RAY_AUTH_MODE`` you set is kept."""
+    runs below this process: started by ``ray.init()`` or Ray Data). Ray's INFO lines (its start) are left out."""
     if not ray.is_initialized():
         if address is None:
-            os.environ.setdefault("RAY_AUTH_MODE", "token")
             ray.init(num_cpus=int(local_cpus()), include_dashboard=False, logging_level=logging.WARNING)
         else:
             ray.init(address=address, logging_level=logging.WARNING)
