@@ -17,7 +17,8 @@
 
 0. First answers (``--first-only``: this section alone), one run: a fresh server per figure, on the local folder of
    section 4, as an agent meets it (spawn, ``initialize``, ``tools/list``, one call): spawn -> the first
-   ``qdrant-count`` and spawn -> the first ``qdrant-find``, ours beside mcp-server-qdrant's first find (it has no
+   ``qdrant-count`` (also with ``SBERT_QDRANT_PRELOAD=false``: what the background load costs it) and spawn ->
+   the first ``qdrant-find``, ours beside mcp-server-qdrant's first find (it has no
    count, and loads its model before ``initialize``), with the targets (<= 2 s, <= 1.2x the anchor), and where a
    first find's time goes (each import and the model's load, in turn, in a fresh process).
 
@@ -191,6 +192,7 @@ def first_answers(local: Path, query: str, anchor: list[str] | None) -> None:
     """Section 0: the first answers of ours and the anchor on the same local folder, each from a fresh spawn."""
     env = {"QDRANT_LOCAL_PATH": str(local), "COLLECTION_NAME": COLLECTION}
     ours_count = asyncio.run(first_answer(SERVER, env, "qdrant-count", {}))
+    alone = asyncio.run(first_answer(SERVER, {**env, "SBERT_QDRANT_PRELOAD": "false"}, "qdrant-count", {}))
     ours_find = asyncio.run(first_answer(SERVER, env, "qdrant-find", {"query": query}))
     theirs = None if anchor is None else asyncio.run(first_answer(anchor, env, "qdrant-find", {"query": query}))
     print("\n0. first answers, fresh server over stdio each, one run, same local folder (mcp-server-qdrant's layout)")
@@ -198,6 +200,7 @@ def first_answers(local: Path, query: str, anchor: list[str] | None) -> None:
     other = "-" if theirs is None else f"{theirs['initialize']:.2f} s"
     print(f"   {'initialize answered':34s} {ours_find['initialize']:10.2f} s {other:>24s}")
     print(f"   {'first qdrant-count answered':34s} {ours_count['qdrant-count']:10.2f} s {'(no count tool)':>24s}")
+    print(f"   {'  the same, no model loading':34s} {alone['qdrant-count']:10.2f} s   (SBERT_QDRANT_PRELOAD=false)")
     other = "-" if theirs is None else f"{theirs['qdrant-find']:.2f} s"
     print(f"   {'first qdrant-find answered':34s} {ours_find['qdrant-find']:10.2f} s {other:>24s}")
     for what, seconds in (("count", ours_count["qdrant-count"]), ("find", ours_find["qdrant-find"])):
