@@ -677,14 +677,23 @@ def test_ray_started_through_the_package_ends_with_a_killed_driver(start: str, t
     )
     try:
         below = [tuple(p) for p in json.loads(driver.stdout.readline())]  # type: ignore[union-attr]
+        watchers = [p for p in below if "_reaper.py" in _command(p[0])]
     finally:
         driver.kill()
         driver.wait()
     assert len(below) >= 3  # GCS, raylet, agents, a worker, the watcher
+    assert len(watchers) == 1, f"one watcher expected below the driver, found {len(watchers)}"
     deadline = time.monotonic() + 30
     while (alive := [p for p in below if _start(p[0]) == p[1]]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not alive, f"still running after the driver was killed: {alive}"
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _start(pid: int) -> str | None:
