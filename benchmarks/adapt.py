@@ -21,7 +21,7 @@ are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e
 
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context]
-        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 100]]
+        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, and of documents (base model, context);
 with ``--corpus-only`` also ``corpus_only_dense`` / ``corpus_only_hybrid`` (evaluation queries) and the same with
@@ -276,6 +276,7 @@ def corpus_only(
             trainable,
             root / "corpus-model",
             held_out=args.corpus_held_out,
+            pool_depth=args.corpus_pool_depth,
             max_pairs=args.corpus_pairs,
             negatives=args.negatives,
             epochs=args.corpus_epochs,
@@ -325,7 +326,8 @@ def main() -> None:
     parser.add_argument("--corpus-only", action="store_true", help="step 5: adapt with no labels (corpus only)")
     parser.add_argument("--corpus-pairs", type=int, default=2000, help="step 5: pseudo-queries (held-out included)")
     parser.add_argument("--corpus-epochs", type=int, default=1, help="step 5: epochs")
-    parser.add_argument("--corpus-held-out", type=int, default=100, help="step 5: held-out texts (its own report)")
+    parser.add_argument("--corpus-held-out", type=int, default=30, help="step 5: held-out texts (its own report)")
+    parser.add_argument("--corpus-pool-depth", type=int, default=5, help="step 5: held-out pool, hits per query")
     parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
     parser.add_argument(
         "--store", type=Path, default=None, help="Qdrant Edge folder to keep (a re-run resumes: stored texts skipped)"
