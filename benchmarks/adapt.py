@@ -295,7 +295,7 @@ def corpus_only(
         coll.optimize()
         for split, (queries, qrels) in judged.items():
             measured = text_scores(coll, queries, qrels)
-            print(f"corpus only on {split}: {measured}")
+            print(f"corpus only on {split.strip('_') or 'the evaluation queries'}: {measured}")
             figures.update({f"corpus_only_{mode}{split}": measured[mode][0] for mode in MODES})
     return figures
 

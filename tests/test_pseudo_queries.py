@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from sbert_qdrant import InvalidArgumentError, InvalidInputError, SentenceEncoder, TextCollection, testing
+from sbert_qdrant import (
+    CollectionMismatchError,
+    InvalidArgumentError,
+    InvalidInputError,
+    SentenceEncoder,
+    TextCollection,
+    testing,
+)
 from sbert_qdrant.cli import main
 from sbert_qdrant.training.pseudo_queries import pseudo_queries
 
@@ -80,6 +87,12 @@ def test_clear_errors(encoder: SentenceEncoder, tmp_path: Path, titled: Any) -> 
             pseudo_queries(coll)
         coll.upsert_texts(["Too short.", "Also far too short to use."], ids=["a", "b"])
         with pytest.raises(InvalidInputError, match="no pseudo-query in 2 texts"):
+            pseudo_queries(coll)
+    with TextCollection("dense-only", encoder, location=tmp_path, sparse=None, show_progress_bar=False) as coll:
+        coll.upsert_texts(
+            list(TEXTS.values())[:3], ids=list(TEXTS)[:3], payloads=[{"title": r["title"]} for r in DOCS[:3]]
+        )
+        with pytest.raises(CollectionMismatchError, match="no BM25 vectors"):
             pseudo_queries(coll)
     with pytest.raises(InvalidArgumentError, match="max_pairs=0"):
         pseudo_queries(titled, max_pairs=0)

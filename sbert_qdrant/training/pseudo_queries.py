@@ -33,7 +33,9 @@ _SCROLL_PAGE = 256
 
 
 class PseudoQuerySource(Protocol):
-    """What pseudo-queries need from a collection (a ``TextCollection``): a scroll over its texts, batched search."""
+    """What pseudo-queries need from a collection (a ``TextCollection``): its texts (count, scroll), batched search."""
+
+    def count(self) -> int: ...
 
     def scroll(
         self, scroll_filter: Any = None, limit: int = 10, offset: Key | None = None
@@ -129,7 +131,7 @@ def pseudo_queries(
     if not pairs:
         raise InvalidInputError(
             f"BM25 confirmed none of {len(unique)} pseudo-queries (their text was never in its top {bm25_top_k}); "
-            "does the collection have BM25 vectors (sparse=None turns them off)? Raise bm25_top_k otherwise."
+            "raise bm25_top_k."
         )
     logger.info(
         "%d pseudo-queries from %d texts (%d repeated, %d unconfirmed)",
@@ -145,7 +147,7 @@ def _read_texts(collection: PseudoQuerySource, title_field: str | None, show: bo
     """(id, text, title or "") of every stored text, by id (a fixed order for the seeded draw)."""
     found: list[tuple[Key, str, str]] = []
     offset: Any = None
-    with tqdm(desc="Reading texts", unit="text", disable=not show) as progress:
+    with tqdm(total=collection.count(), desc="Reading texts", unit="text", disable=not show) as progress:
         while True:
             page, offset = collection.scroll(limit=_SCROLL_PAGE, offset=offset)
             for stored in page:
