@@ -113,6 +113,10 @@ def adapt_to_corpus(
     for name, value in {"held_out": held_out, "pool_depth": pool_depth}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgumentError(f"{name}={value!r} must be a positive integer.")
+    if reembed_into == collection.collection_name:
+        raise InvalidArgumentError(
+            f"reembed_into={reembed_into!r} names the collection being adapted; name a new collection to re-embed into."
+        )
     if encoder.precision == "int8":
         raise InvalidArgumentError(
             "an int8 encoder cannot be trained; load the collection's model with precision='fp32' to adapt it."

@@ -117,3 +117,5 @@ def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: 
         assert coll.count() == len(TEXTS)
     assert main([*argv[:-3], "--held-out", "60", "--no-progress"]) == 2  # every text held out: nothing to train on
     assert "lower held_out" in capsys.readouterr().err
+    assert main([*argv[:-3], "--reembed-into", "corpus"]) == 2  # refused before anything is trained
+    assert "names the collection being adapted" in capsys.readouterr().err
