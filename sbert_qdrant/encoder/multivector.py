@@ -239,6 +239,12 @@ class MultiVectorEncoder(torch.nn.Module):
         (root / MODEL_CONFIG_FILE).write_text(json.dumps(model_config, indent=2) + "\n")
 
 
+def is_multivector_model(folder: Path) -> bool:
+    """Whether a model folder holds a multi-vector model (sentence-transformers 6 writes its model_type)."""
+    config = folder / MODEL_CONFIG_FILE
+    return config.is_file() and read_json(config).get("model_type") == "MultiVectorEncoder"
+
+
 def _skiplist(transformer: Transformer, config: dict[str, Any]) -> frozenset[int]:
     """The token ids a MultiVectorMask leaves out of documents (its ``skiplist_words``, each one token)."""
     tasks = config.get("skiplist_tasks", ["document"])
