@@ -10,12 +10,13 @@ collection, and documents with chunk context, in one run.
    default), fine-tune with MultipleNegativesRankingLoss on (query, positive, negatives) with batches free of
    duplicates, evaluating on the dev split through a real collection after every epoch and keeping the best model.
 4. Re-embed the corpus with the trained model into a new collection and measure again ("after").
-5. The stages past one vector (unless ``--no-stages``): a token projection trained by MaxSim on the same mined
-   examples over the trained model's token vectors (``MaxSimRankingLoss``, the transformer frozen), written with
-   the dense and BM25 vectors into a collection beside the training-free variant (the trained model's raw token
-   vectors), each re-scoring the hybrid candidates in the engine (``rescore=``); then a cross-encoder trained from
-   the default model's weights on the mined (query, positive = 1, negative = 0) pairs (``CrossEncoderBCELoss``),
-   re-ranking the late-interaction hits (``rerank=``) at each ``--rerank-depths``.
+5. The stages past one vector (unless ``--no-stages``). Late interaction: a new token projection over the trained
+   model's token vectors, trained by MaxSim on the same mined examples (``MaxSimRankingLoss``, the transformer
+   frozen; step 3c), written by step 4's re-embedding into a multivector slot beside the dense and BM25 vectors,
+   with the training-free variant (the trained model's own token vectors, ``--no-raw`` to skip) in another; each
+   re-scores the hybrid candidates in the engine (``rescore=``). Re-rank: a cross-encoder trained from the default
+   model's weights on the mined (query, positive = 1, negative = 0) pairs (``CrossEncoderBCELoss``) re-ranks the
+   late-interaction hits (``rerank=``) at each of ``--rerank-depths``; the JSON keeps the best depth.
 
 Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
@@ -244,17 +245,19 @@ def reembed(
     queries: dict[str, str],
     qrels: dict[str, set[str]],
     timings: dict[str, float],
+    slots: dict[str, MultiVectorEncoder] | None = None,
 ) -> Scores:
-    """Step 4: the collection re-embedded with the trained model (``reembed``), measured."""
-    print("\n== 4. re-embed the collection with the trained model (reembed), measure ==")
-    with TextCollection("scifact-adapted", trained, location=store) as stale:  # from an earlier run
+    """Step 4: the collection re-embedded with the trained model (``reembed``), with the token ``slots`` of step 5
+    filled in the same pass, measured."""
+    print(f"\n== 4. re-embed the collection with the trained model (reembed; token slots {sorted(slots or {})}) ==")
+    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as stale:  # an earlier run's
         if stale.exists():
             stale.delete_collection()
     start = time.perf_counter()
     with TextCollection("scifact", base, location=store) as coll:
-        coll.reembed("scifact-adapted", trained)
+        coll.reembed("scifact-adapted", trained, named_vectors=slots)
     timings["re-embed"] = time.perf_counter() - start
-    with TextCollection("scifact-adapted", trained, location=store) as coll:
+    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
         coll.optimize()
         return text_scores(coll, queries, qrels)
 
@@ -282,10 +285,10 @@ def timed_scores(
 def train_token_projection(
     args: argparse.Namespace, trained: SentenceEncoder, mined: MinedNegatives, output: Path, timings: dict[str, float]
 ) -> MultiVectorEncoder:
-    """Step 5a: a new token projection over the trained model's (frozen, shared) token vectors, trained by MaxSim
+    """Step 3c: a new token projection over the trained model's (frozen, shared) token vectors, trained by MaxSim
     on the mined examples, saved in the sentence-transformers 6 multi-vector format."""
     print(
-        f"\n== 5a. late interaction: a {args.token_dim}-dim token projection trained by MaxSim, {args.late_epochs} "
+        f"\n== 3c. late interaction: a {args.token_dim}-dim token projection trained by MaxSim, {args.late_epochs} "
         f"epoch(s), lr {args.late_lr}, {args.train_tokens} tokens =="
     )
     late = MultiVectorEncoder.from_encoder(trained, dimension=args.token_dim)
@@ -323,14 +326,11 @@ def late_interaction(
     store: Path,
     queries: dict[str, str],
     qrels: dict[str, set[str]],
-    timings: dict[str, float],
 ) -> dict[str, Stage]:
-    """Step 5b: the corpus with dense, BM25 and the token slots (``tokens``: the trained projection; ``raw``: the
-    trained model's own token vectors), the hybrid candidates re-scored by each."""
-    print("\n== 5b. index dense + BM25 + token vectors (trained, raw), re-score the hybrid candidates by MaxSim ==")
-    with TextCollection("scifact-late", trained, location=store, named_vectors=slots) as coll:
-        timings["index late interaction"], written = index_texts(coll, corpus)
-        print(f"indexed {written} texts in {timings['index late interaction']:.0f} s")
+    """Step 5a: the hybrid candidates of the re-embedded collection re-scored by MaxSim over each token slot
+    (``tokens``: the trained projection; ``raw``: the trained model's own token vectors)."""
+    print(f"\n== 5a. re-score the hybrid top {args.rescore_candidates} by MaxSim in the engine, per token slot ==")
+    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
 
         def search(rescore: str | None) -> Callable[[list[str]], list[list[Any]]]:
             limit, depth = 100, args.rescore_candidates
@@ -348,10 +348,10 @@ def late_interaction(
 def train_reranker(
     args: argparse.Namespace, mined: MinedNegatives, output: Path, timings: dict[str, float]
 ) -> CrossEncoder:
-    """Step 5c: a cross-encoder from the default model's weights, BCE on the mined (query, text, 1 / 0) pairs."""
+    """Step 5b: a cross-encoder from the default model's weights, BCE on the mined (query, text, 1 / 0) pairs."""
     pairs = mined.labelled_pairs()
     print(
-        f"\n== 5c. re-ranker: a cross-encoder from the default model, BCE on {len(pairs)} mined pairs, "
+        f"\n== 5b. re-ranker: a cross-encoder from the default model, BCE on {len(pairs)} mined pairs, "
         f"{args.rerank_epochs} epoch(s), lr {args.rerank_lr}, {args.rerank_tokens} tokens =="
     )
     reranker = CrossEncoder.from_transformer(device="cpu", max_seq_length=args.rerank_tokens)
@@ -377,10 +377,10 @@ def rerank_stage(
     queries: dict[str, str],
     qrels: dict[str, set[str]],
 ) -> dict[int, Stage]:
-    """Step 5d: the late-interaction hits re-ranked by the cross-encoder, the best ``k`` of them, at each depth."""
-    print("\n== 5d. re-rank the hybrid + late interaction hits with the trained cross-encoder ==")
+    """Step 5c: the late-interaction hits re-ranked by the cross-encoder, the best ``k`` of them, at each depth."""
+    print("\n== 5c. re-rank the hybrid + late interaction hits with the trained cross-encoder ==")
     depths: dict[int, Stage] = {}
-    with TextCollection("scifact-late", trained, location=store, named_vectors=slots) as coll:
+    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
         for k in args.rerank_depths:
 
             def search(qs: list[str], k: int = k) -> list[list[Any]]:
@@ -527,11 +527,13 @@ def main() -> None:
                 print(f"\n== 3b. the model trained by an earlier run: {args.trained} ==")
                 trained = SentenceEncoder.load(args.trained, device="cpu", precision="fp32")
             trained.max_seq_length = base.max_seq_length
-            after = reembed(base, trained, store, eval_queries, eval_qrels, timings)
+            slots = None
             if args.stages:
                 slots = {"tokens": train_token_projection(args, trained, mined, root / "late-interaction", timings)}
                 slots |= {"raw": MultiVectorEncoder.from_encoder(trained)} if args.raw else {}
-                late = late_interaction(args, corpus, trained, slots, store, eval_queries, eval_qrels, timings)
+            after = reembed(base, trained, store, eval_queries, eval_qrels, timings, slots)
+            if slots:
+                late = late_interaction(args, corpus, trained, slots, store, eval_queries, eval_qrels)
                 reranker = train_reranker(args, mined, root / "reranker", timings)
                 rerank = rerank_stage(args, reranker, store, trained, slots, eval_queries, eval_qrels)
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
