@@ -81,6 +81,19 @@ def test_a_collection_rescored_by_maxsim_in_the_engine(make: Engines) -> None:
         make.open(dense, name="other", layout=coll.layout, named_vectors={"tokens": testing.tiny_encoder(seed=3)})
 
 
+def test_reembed_fills_a_token_slot_in_the_same_pass(make: Engines) -> None:
+    dense, tokens = testing.tiny_encoder(), _tiny()
+    coll = make.open(dense)
+    coll.upsert_texts(TEXTS, ids=["a", "b", "c", "d"])
+    coll.reembed(make.prefix + "with-tokens", dense, named_vectors={"tokens": tokens})
+    moved = make.open(dense, name="with-tokens", named_vectors={"tokens": tokens})
+    assert moved.layout.slot("tokens").kind == "multivector"
+    q = tokens.encode_query(["learning Python"])[0]
+    maxsim = {key: tokens.similarity(q, doc) for key, doc in zip("abcd", tokens.encode_document(TEXTS), strict=True)}
+    hits = moved.search_text("learning Python", limit=4, mode="hybrid", rescore="tokens", candidates=4)
+    assert [h.id for h in hits] == sorted(maxsim, key=lambda k: -maxsim[k])
+
+
 def test_the_training_free_variant_reads_the_encoders_own_token_vectors() -> None:
     encoder = testing.tiny_encoder()
     raw = MultiVectorEncoder.from_encoder(encoder)
