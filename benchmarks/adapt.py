@@ -308,7 +308,7 @@ def train_token_projection(
         trained.max_seq_length = served
     timings["train late interaction"] = result.train_seconds
     print(f"{result.steps} steps, {result.train_seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    return MultiVectorEncoder.load(output, device="cpu")  # what a user loads back (checks the saved folder)
+    return MultiVectorEncoder.load(output, device="cpu", max_seq_length=served)  # as a user loads it back
 
 
 def stored_bytes(encoder: MultiVectorEncoder, texts: list[str]) -> float:

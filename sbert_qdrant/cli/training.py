@@ -163,10 +163,7 @@ def _load_model(args: argparse.Namespace, kind: str = "encoder") -> SentenceEnco
     if is_cross_encoder(folder):
         return CrossEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
     if is_multivector_model(folder):
-        late = MultiVectorEncoder.load(folder, device=device)
-        if max_seq_length is not None:
-            late.transformer.set_max_seq_length(max_seq_length)
-        return late
+        return MultiVectorEncoder.load(folder, device=device, max_seq_length=max_seq_length)
     if kind == "cross-encoder":
         return CrossEncoder.from_transformer(folder, device=device, max_seq_length=max_seq_length, seed=args.seed)
     encoder = SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")

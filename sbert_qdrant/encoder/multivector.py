@@ -182,10 +182,12 @@ class MultiVectorEncoder(torch.nn.Module):
         device: str | torch.device | None = None,
         pool_factor: int = 1,
         precision: str = "fp32",
+        max_seq_length: int | None = None,
     ) -> MultiVectorEncoder:
         """A multi-vector model folder in the sentence-transformers 6 format (or a hub id / installed model).
 
-        precision: "fp32" only (what a multi-vector model runs at; the Trainer passes it)."""
+        precision: "fp32" only (what a multi-vector model runs at; the Trainer passes it). max_seq_length: the
+        token limit to read texts at (None: the folder's; e.g. 256 for a model trained at 128)."""
         if precision != "fp32":
             raise InvalidArgumentError(f"precision={precision!r}: a MultiVectorEncoder runs at 'fp32' only.")
         folder = resolve_model_folder(model)
@@ -197,6 +199,8 @@ class MultiVectorEncoder(torch.nn.Module):
                 "[MultiVectorMask] -> [Normalize], as sentence-transformers' MultiVectorEncoder saves."
             )
         transformer = Transformer.load(folder / modules[0].get("path", ""))
+        if max_seq_length is not None:
+            transformer.set_max_seq_length(max_seq_length)
         projection, normalize, skiplist = None, False, frozenset[int]()
         for entry, kind in zip(modules[1:], kinds[1:], strict=True):
             sub = folder / entry["path"]
