@@ -300,8 +300,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="folder or hub id (default: all-MiniLM-L6-v2); a cross-encoder folder loads as a cross-encoder, and the "
-        "cross-encoder objectives start a new one from any other model's transformer",
+        help="folder or hub id (default: all-MiniLM-L6-v2); a cross-encoder folder loads as a cross-encoder and a "
+        "multi-vector folder as a late-interaction model; the cross-encoder objectives start a new cross-encoder from "
+        "any other model's transformer, late-interaction a new token projection over a sentence encoder's tokens",
     )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
     parser.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
