@@ -43,6 +43,13 @@ class MaxSimRankingLoss(Objective[MultiVectorEncoder]):
         self.scale = scale
         self.train_transformer = train_transformer
 
+    def train(self, mode: bool = True) -> MaxSimRankingLoss:
+        """Training mode, but a frozen transformer stays in eval mode (no dropout: it reads as it will serve)."""
+        super().train(mode)
+        if not self.train_transformer:
+            self.encoder.transformer.eval()
+        return self
+
     def tokenize(self, examples: Sequence[Example]) -> Columns:
         """One column of token ids per text position (the query first)."""
         tokenize = self.encoder.transformer.tokenize
