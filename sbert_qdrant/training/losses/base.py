@@ -14,7 +14,7 @@ from typing import ClassVar, Generic, TypeVar
 import torch
 from torch import nn
 
-from ...encoder import CrossEncoder, SentenceEncoder
+from ...encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder
 from ...encoder.base import Features
 from ...errors import InvalidInputError
 from ...types import LabelKind
@@ -23,7 +23,9 @@ from ..data import Example
 logger = logging.getLogger(__name__)
 
 #: The model an objective trains.
-ModelT = TypeVar("ModelT", SentenceEncoder, CrossEncoder)
+ModelT = TypeVar("ModelT", SentenceEncoder, CrossEncoder, MultiVectorEncoder)
+#: What the Trainer trains.
+Trainable = SentenceEncoder | CrossEncoder | MultiVectorEncoder
 #: Token id rows per column, as :meth:`Objective.tokenize` returns them.
 Columns = list[list[list[int]]]
 
