@@ -13,6 +13,7 @@ from flavours import Engines
 from qdrant_client import QdrantClient
 
 from sbert_qdrant import SentenceEncoder, TextCollection, testing
+from sbert_qdrant.cli import main
 from sbert_qdrant.errors import CollectionMismatchError, InvalidArgumentError, UnsupportedError
 from sbert_qdrant.training import (
     CoSENTLoss,
@@ -24,6 +25,7 @@ from sbert_qdrant.training import (
 )
 from sbert_qdrant.types import QUANTIZATIONS
 
+DATA = Path(__file__).parent / "data"
 PAIRS = [
     Example([f"question {i} about topic {i % 7}", f"answer {i} on topic {i % 7} and item {i % 3}"]) for i in range(12)
 ]
@@ -148,3 +150,25 @@ def test_local_mode_refuses_the_storage_presets_it_would_ignore(preset: str) -> 
     assert coll.list_collections() == []  # refused before anything was written
     with pytest.raises(InvalidArgumentError, match="quantization="):
         TextCollection("q", testing.tiny_encoder(), client=QdrantClient(":memory:"), quantization="int4")  # type: ignore[arg-type]
+
+
+def test_the_command_line_trains_matryoshka_and_opens_a_first_stage(
+    tiny_encoder: SentenceEncoder, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiny_encoder.save(tmp_path / "tiny")
+    common = ["--device", "cpu", "--no-progress", "--precision", "fp32", "--batch-size", "8"]
+    train = ["train", "--objective", "mnrl", "--train", str(DATA / "nli_triplets_sample.tsv"), "--max-steps", "2"]
+    train += ["--model", str(tmp_path / "tiny"), "--output", str(tmp_path / "mrl"), "--checkpoint-steps", "1"]
+    assert main([*train, "--matryoshka-dims", "32,16,8", "--matryoshka-weights", "1,1,0.5", *common]) == 0
+    assert "trained 2 steps" in capsys.readouterr().err
+    assert SentenceEncoder.load(tmp_path / "mrl", device="cpu").dimension == 32
+    assert main([*train, "--matryoshka-dims", "32,64", *common]) == 2
+    assert "dims=" in capsys.readouterr().err
+    records = tmp_path / "texts.txt"
+    records.write_text("\n".join(TEXTS[:20]) + "\n")
+    engine = ["--collection", "mrl", "--location", str(tmp_path / "qdrant"), "--model", str(tmp_path / "mrl")]
+    engine += ["--device", "cpu", "--no-progress", "--first-stage-dim", "8"]
+    assert main(["index", str(records), *engine, "--quantization", "int8"]) == 0
+    assert main(["search", "topic 3", *engine, "--limit", "2"]) == 0
+    assert main(["search", "topic 3", *engine[:-2], "--limit", "2"]) == 2  # opened without its first stage
+    assert "first_stage_dim=8" in capsys.readouterr().err
