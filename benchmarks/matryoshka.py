@@ -167,7 +167,12 @@ def measure(
     root: Path,
 ) -> dict[str, Any]:
     """Every configuration of one model (``model``: its folder, None: the default): nDCG@10 and recall@100 x100,
-    and bytes a point's dense vectors take, searched (what the first pass reads) and stored (all of them)."""
+    and bytes a point's dense vectors take, searched (what the first pass reads) and stored (all of them). Kept in
+    ``root`` (a re-run reuses them)."""
+    kept = root / f"figures-{label}.json"
+    if kept.exists():
+        print(f"\n== {label}: figures measured by an earlier run ({kept}) ==")
+        return dict(json.loads(kept.read_text()))
 
     def load(truncate_dim: int | None = None) -> SentenceEncoder:
         options = {"device": "cpu", "precision": "fp32", "max_seq_length": args.tokens, "truncate_dim": truncate_dim}
@@ -194,6 +199,7 @@ def measure(
         print(f"{name:16}{ndcg:7.2f}  {recall:7.2f}  {searched:7.0f} / {stored:5.0f}")
         figures |= {f"{name}_{label}_ndcg10": round(ndcg, 2), f"{name}_{label}_recall100": round(recall, 2)}
         figures |= {f"{name}_bytes_searched": searched, f"{name}_bytes_stored": stored}
+    kept.write_text(json.dumps(figures))
     return figures
 
 
@@ -212,6 +218,7 @@ def main() -> None:
     )
     parser.add_argument("--train-queries", type=int, default=None, help="train on N train queries (default: all)")
     parser.add_argument("--prepare-only", action="store_true", help="encode, mine and train; measure nothing")
+    parser.add_argument("--base-only", action="store_true", help="measure the base model only (kept for a re-run)")
     args = parser.parse_args()
     args.dims = [int(d) for d in args.dims.split(",")]
     logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
@@ -232,6 +239,9 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     base = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.tokens)
     base_vectors = corpus_vectors(base, corpus, root / "base.npy")
+    if args.base_only:
+        measure(args, "base", None, base_vectors, corpus, dev, dev_qrels, root)
+        return
     mined = mined_file(base, corpus, base_vectors, train, qrels, root)
     training = fine_tune(args, mined, root / "model")
     trained = SentenceEncoder.load(root / "model", device="cpu", precision="fp32", max_seq_length=args.tokens)

@@ -128,17 +128,19 @@ def test_first_stage_arguments_are_checked() -> None:
         TextCollection("c", encoder, client=QdrantClient(":memory:"), text_field="page_content", first_stage_dim=8)
 
 
+@pytest.mark.parametrize("first_stage", [None, 16])
 @pytest.mark.parametrize("preset", QUANTIZATIONS)
-def test_storage_presets_on_edge_search_rescored_by_default(tmp_path: Path, preset: str) -> None:
+def test_storage_presets_on_edge_search_rescored_by_default(tmp_path: Path, preset: str, first_stage: int) -> None:
     encoder = testing.tiny_encoder()
-    with TextCollection("q", encoder, location=tmp_path, quantization=preset, first_stage_dim=16) as coll:  # type: ignore[arg-type]
+    options = {"quantization": preset, "first_stage_dim": first_stage}
+    with TextCollection("q", encoder, location=tmp_path, **options) as coll:  # type: ignore[arg-type]
         coll.upsert_texts(TEXTS, ids=list(range(len(TEXTS))))
         coll.optimize()
         full = encoder.encode_document(TEXTS) @ encoder.encode_query([QUERIES[0]])[0]
         hits = coll.search_text(QUERIES[0], limit=5, candidates=len(TEXTS))
         # the full float32 vectors re-score the candidates: the scores are exact cosines
         assert np.allclose([h.score for h in hits], full[[h.id for h in hits]], atol=2e-3)
-    with TextCollection("q", encoder, location=tmp_path, quantization=preset, first_stage_dim=16) as reopened:  # type: ignore[arg-type]
+    with TextCollection("q", encoder, location=tmp_path, **options) as reopened:  # type: ignore[arg-type]
         assert len(reopened.search_text(QUERIES[1], limit=3)) == 3
 
 
