@@ -1,23 +1,30 @@
 """Matryoshka vectors on BEIR SciFact: what each cut of a vector, a small first-stage slot re-scored by the full
-vector, and each quantized storage preset keep of retrieval quality, and what a short Matryoshka-loss fine-tune
-changes, in one run.
+vector, and each storage preset keep of retrieval quality, and what a short Matryoshka-loss fine-tune changes, in
+one run.
 
-1. Encode the corpus (5,183 abstracts, ``title + " " + text``) with the base model (all-MiniLM-L6-v2, not trained
-   as a Matryoshka model) once; every collection below is written from these vectors (``vectors=``) into Qdrant
-   Edge, so each configuration costs a write, not an encoding.
+1. Encode the corpus (5,183 abstracts, ``title + " " + text``; ``--corpus N``: the abstracts judged relevant to a
+   measured or trained query and others picked by a hash of their id, N in all) with the base model
+   (all-MiniLM-L6-v2, not trained as a Matryoshka model) once; every collection below is written from these
+   vectors (``vectors=``) into Qdrant Edge, so each configuration costs a write, not an encoding.
 2. Measure on the dev split (SciFact's train queries split by a hash of their id, as in ``adapt.py``), nDCG@10 and
-   recall@100 (x100) and the bytes one point's dense vectors take in the engine's memory, for: the full 384 float
-   vector; the vector cut to each of ``--dims`` alone (``truncate_dim``); each small first-stage slot re-scored by
-   the full vector in the engine (``first_stage=``); each quantized storage preset (``quantization=``).
-3. Mine hard negatives for the train split from a hybrid collection of the base vectors, fine-tune with
-   ``MatryoshkaLoss(MultipleNegativesRankingLoss)`` over ``--dims`` and the full size (1 epoch, 128 tokens), encode
-   the corpus again with the trained model, and measure step 2 again ("after").
+   recall@100 (x100, dense searches of 100 hits) and the bytes one point's dense vectors take (computed: searched,
+   what the first pass reads; stored, all of them), for: the full 384 float vector; the vector cut to each of
+   ``--dims`` alone (``truncate_dim``); each first stage of those sizes re-scored by the full vector in the engine
+   (``first_stage_dim=``, ``--candidates``: default the product's, 100); each storage preset (``quantization=``),
+   as searched by default (codes oversampled, re-scored by the originals) and by its codes alone (``_raw``).
+3. Mine hard negatives for the train split (``--train-queries N``: N of its queries) from a hybrid collection of
+   the base vectors, fine-tune with ``MatryoshkaLoss(MultipleNegativesRankingLoss)`` over the full size and
+   ``--dims`` (1 epoch, 128 tokens), encode the corpus again with the trained model, and measure step 2 again
+   ("after").
 
-The corpus vectors, the mined file and the trained model are kept in ``--output`` (a re-run reuses them).
+The corpus vectors, the mined file, the trained model and each model's figures are kept in ``--output`` (a re-run
+reuses them).
 
-    python benchmarks/matryoshka.py --data ../shared/data --output /tmp/mrl [--dims 256,128,64] [--tokens 128]
+    python benchmarks/matryoshka.py --data ../shared/data --output /tmp/mrl [--corpus 1500 --train-queries 300]
+        [--dims 256,128,64] [--tokens 128] [--candidates N]
 
-The last line is JSON: every figure, keyed ``<config>_<base|after>_<ndcg10|recall100|bytes>``.
+The last line is JSON: every figure, keyed ``<config>_<base|after>_<ndcg10|recall100>`` and
+``<config>_bytes_<searched|stored>``, with the training's steps and seconds.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Any
 import numpy as np
 from _data import cpu_summary
 from adapt import Corpus, is_dev, read_corpus, read_split, scores
+from qdrant_client import models
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.store.base import STORAGE_PRESETS, searched_bytes
@@ -124,10 +132,6 @@ def fine_tune(args: argparse.Namespace, mined: Path, folder: Path) -> dict[str, 
     return figures
 
 
-#: Candidates a first stage hands the full vector per search: 4 x the 100 hits measured.
-CANDIDATES = 400
-
-
 def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
@@ -140,18 +144,15 @@ def _collection_scores(
     queries: dict[str, str],
     qrels: dict[str, set[str]],
     store: Path,
+    search: dict[str, Any],
     **options: Any,
 ) -> tuple[float, float]:
-    """(nDCG@10, recall@100) x100 of dense searches of a fresh Edge collection written from ``vectors``."""
+    """(nDCG@10, recall@100) x100 of dense searches (``search``: their options) of a fresh Edge collection
+    (``options``) written from ``vectors``."""
     with TextCollection(name, encoder, location=store, sparse=None, recreate=True, **options) as coll:
         coll.upsert_texts(corpus.texts, ids=corpus.ids, vectors=list(vectors), vectors_from=encoder.identity)
         coll.optimize()
-        first = "first_stage_dim" in options
-        result = scores(
-            queries,
-            qrels,
-            lambda qs: coll.search_texts(qs, limit=100, with_payload=False, candidates=CANDIDATES if first else None),
-        )
+        result = scores(queries, qrels, lambda qs: coll.search_texts(qs, limit=100, with_payload=False, **search))
         coll.delete_collection()
     return result
 
@@ -179,23 +180,30 @@ def measure(
         return SentenceEncoder.load(model, **options)  # type: ignore[arg-type]
 
     full, size, store = load(), vectors.shape[1], root / "edge"
-    runs: list[tuple[str, SentenceEncoder, np.ndarray, dict[str, Any], float, float]] = [
-        ("full", full, vectors, {}, searched_bytes(size, None), searched_bytes(size, None))
+    floats = searched_bytes(size, None)
+    runs: list[tuple[str, SentenceEncoder, np.ndarray, dict[str, Any], dict[str, Any], float, float]] = [
+        ("full", full, vectors, {}, {}, floats, floats)
     ]
     for d in args.dims:
         cut = searched_bytes(d, None)
-        runs.append((f"dim{d}", load(d), _unit(vectors[:, :d]), {}, cut, cut))
+        runs.append((f"dim{d}", load(d), _unit(vectors[:, :d]), {}, {}, cut, cut))
     for d in args.dims:
         cut = searched_bytes(d, None)
-        runs.append((f"first{d}", full, vectors, {"first_stage_dim": d}, cut, cut + searched_bytes(size, None)))
+        first = {"candidates": args.candidates}
+        runs.append((f"first{d}", full, vectors, {"first_stage_dim": d}, first, cut, cut + floats))
+    raw = {"search_params": models.SearchParams(quantization=models.QuantizationSearchParams(rescore=False))}
     for preset in QUANTIZATIONS:
         codes = searched_bytes(size, preset)
-        originals = 0.0 if STORAGE_PRESETS[preset][1] is None else searched_bytes(size, None)
-        runs.append((preset, full, vectors, {"quantization": preset}, codes, codes + originals))
-    figures: dict[str, Any] = {}
+        rescored = STORAGE_PRESETS[preset][1] is not None
+        runs.append((preset, full, vectors, {"quantization": preset}, {}, codes, codes + (floats if rescored else 0)))
+        if rescored:  # the codes' own ranking, for what re-scoring by the originals buys
+            runs.append((f"{preset}_raw", full, vectors, {"quantization": preset}, raw, codes, codes + floats))
+    figures: dict[str, Any] = {"candidates": args.candidates}
     print(f"\n== {label}: nDCG@10, recall@100 (x100), bytes a point searched / stored ==")
-    for name, encoder, given, options, searched, stored in runs:
-        ndcg, recall = _collection_scores(f"{label}-{name}", encoder, given, corpus, queries, qrels, store, **options)
+    for name, encoder, given, options, search, searched, stored in runs:
+        ndcg, recall = _collection_scores(
+            f"{label}-{name}", encoder, given, corpus, queries, qrels, store, search, **options
+        )
         print(f"{name:16}{ndcg:7.2f}  {recall:7.2f}  {searched:7.0f} / {stored:5.0f}")
         figures |= {f"{name}_{label}_ndcg10": round(ndcg, 2), f"{name}_{label}_recall100": round(recall, 2)}
         figures |= {f"{name}_bytes_searched": searched, f"{name}_bytes_stored": stored}
@@ -217,6 +225,9 @@ def main() -> None:
         "--corpus", type=int, default=None, help="N abstracts: the relevant ones and others by hash (default: all)"
     )
     parser.add_argument("--train-queries", type=int, default=None, help="train on N train queries (default: all)")
+    parser.add_argument(
+        "--candidates", type=int, default=None, help="a first stage's candidates per search (default: the product's)"
+    )
     parser.add_argument("--prepare-only", action="store_true", help="encode, mine and train; measure nothing")
     parser.add_argument("--base-only", action="store_true", help="measure the base model only (kept for a re-run)")
     args = parser.parse_args()
