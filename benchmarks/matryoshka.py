@@ -107,15 +107,18 @@ def mined_file(
     return path
 
 
-def fine_tune(args: argparse.Namespace, mined: Path, folder: Path) -> dict[str, Any]:
-    """MatryoshkaLoss(MNRL) over the full size and ``--dims``; the trained model saved in ``folder``."""
+def fine_tune(args: argparse.Namespace, mined: Path, folder: Path, matryoshka: bool = True) -> dict[str, Any]:
+    """MatryoshkaLoss(MNRL) over the full size and ``--dims`` (else MNRL alone: the control); the trained model
+    saved in ``folder``."""
     summary = folder / "summary.json"
     if summary.exists():
         return dict(json.loads(summary.read_text()))
     encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.tokens)
     examples = read_examples(mined, ["query", "positive", "negative_1"])
     dims = [encoder.dimension, *args.dims]
-    loss = MatryoshkaLoss(MultipleNegativesRankingLoss(encoder), dims)
+    loss = MultipleNegativesRankingLoss(encoder)
+    if matryoshka:
+        loss = MatryoshkaLoss(loss, dims)
     config = TrainingConfig(
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -124,7 +127,9 @@ def fine_tune(args: argparse.Namespace, mined: Path, folder: Path) -> dict[str, 
         batch_sampler="no_duplicates",
         show_progress_bar=True,
     )
-    print(f"training: MatryoshkaLoss(MNRL) over dims {dims}, {len(examples)} examples, {config}")
+    print(
+        f"training: {type(loss).__name__} (dims {dims if matryoshka else 'full'}), {len(examples)} examples, {config}"
+    )
     result = Trainer(encoder, [(loss, examples)], config, output_dir=folder).fit()
     figures = {"steps": result.steps, "train_seconds": round(result.train_seconds, 1), "dims": dims}
     summary.write_text(json.dumps(figures))
@@ -229,6 +234,9 @@ def main() -> None:
         "--candidates", type=int, default=None, help="a first stage's candidates per search (default: the product's)"
     )
     parser.add_argument("--prepare-only", action="store_true", help="encode, mine and train; measure nothing")
+    parser.add_argument(
+        "--control", action="store_true", help="also fine-tune with MNRL alone (same rows, seed): the loss's own gain"
+    )
     parser.add_argument("--base-only", action="store_true", help="measure the base model only (kept for a re-run)")
     args = parser.parse_args()
     args.dims = [int(d) for d in args.dims.split(",")]
@@ -257,11 +265,21 @@ def main() -> None:
     training = fine_tune(args, mined, root / "model")
     trained = SentenceEncoder.load(root / "model", device="cpu", precision="fp32", max_seq_length=args.tokens)
     trained_vectors = corpus_vectors(trained, corpus, root / "trained.npy")
+    models_measured = [("base", None, base_vectors), ("after", root / "model", trained_vectors)]
+    figures: dict[str, Any] = {"train_steps": training["steps"], "train_seconds": training["train_seconds"]}
+    if args.control:
+        control = fine_tune(args, mined, root / "control", matryoshka=False)
+        figures |= {"control_train_steps": control["steps"], "control_train_seconds": control["train_seconds"]}
+        control_model = SentenceEncoder.load(
+            root / "control", device="cpu", precision="fp32", max_seq_length=args.tokens
+        )
+        models_measured.append(
+            ("control", root / "control", corpus_vectors(control_model, corpus, root / "control.npy"))
+        )
     if args.prepare_only:
         print(f"prepared in {time.perf_counter() - began:.0f} s")
         return
-    figures: dict[str, Any] = {"train_steps": training["steps"], "train_seconds": training["train_seconds"]}
-    for label, model, vectors in (("base", None, base_vectors), ("after", root / "model", trained_vectors)):
+    for label, model, vectors in models_measured:
         figures |= measure(args, label, model, vectors, corpus, dev, dev_qrels, root)
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     print(json.dumps(figures))
