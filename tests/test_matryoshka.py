@@ -15,6 +15,7 @@ from qdrant_client import QdrantClient
 from sbert_qdrant import SentenceEncoder, TextCollection, testing
 from sbert_qdrant.cli import main
 from sbert_qdrant.errors import CollectionMismatchError, InvalidArgumentError, UnsupportedError
+from sbert_qdrant.layout import PointLayout, VectorSlot
 from sbert_qdrant.training import (
     CoSENTLoss,
     Example,
@@ -174,3 +175,20 @@ def test_the_command_line_trains_matryoshka_and_opens_a_first_stage(
     assert main(["search", "topic 3", *engine, "--limit", "2"]) == 0
     assert main(["search", "topic 3", *engine[:-2], "--limit", "2"]) == 2  # opened without its first stage
     assert "first_stage_dim=8" in capsys.readouterr().err
+
+
+def test_the_layout_describes_the_first_stage() -> None:
+    layout = PointLayout.ours(VectorSlot("text"), first_stage_dim=64)
+    assert [(s.name, s.kind, s.size, s.index, s.prefix_of) for s in layout.slots] == [
+        ("text", "dense", 0, False, None),
+        ("text_64d", "dense", 64, True, "text"),
+        ("bm25", "sparse", 0, True, None),
+    ]
+    assert layout.primary.name == "text" and layout.first_stage("text") == layout.slots[1]
+    assert layout.first_stage("text_64d") is None
+    filled = layout.filled({"text": (384, "model@abc")})
+    assert filled.slots[1].filled_by == "model@abc" and filled.slots[1].size == 64
+    with pytest.raises(InvalidArgumentError, match="no full dense slot"):
+        PointLayout((VectorSlot("text"), VectorSlot("small", size=8, prefix_of="other")))
+    with pytest.raises(InvalidArgumentError, match="below the encoder's dimension"):
+        PointLayout.ours(VectorSlot("text"), first_stage_dim=384).filled({"text": (384, None)})
