@@ -15,15 +15,15 @@ one run.
 3. Mine hard negatives for the train split (``--train-queries N``: N of its queries) from a hybrid collection of
    the base vectors, fine-tune with ``MatryoshkaLoss(MultipleNegativesRankingLoss)`` over the full size and
    ``--dims`` (1 epoch, 128 tokens), encode the corpus again with the trained model, and measure step 2 again
-   ("after").
+   ("after"); with ``--control``, the same fine-tune with MNRL alone too ("control"), for the loss's own gain.
 
 The corpus vectors, the mined file, the trained model and each model's figures are kept in ``--output`` (a re-run
 reuses them).
 
     python benchmarks/matryoshka.py --data ../shared/data --output /tmp/mrl [--corpus 1500 --train-queries 300]
-        [--dims 256,128,64] [--tokens 128] [--candidates N]
+        [--control] [--dims 256,128,64] [--tokens 128] [--candidates N]
 
-The last line is JSON: every figure, keyed ``<config>_<base|after>_<ndcg10|recall100>`` and
+The last line is JSON: every figure, keyed ``<config>_<base|after|control>_<ndcg10|recall100>`` and
 ``<config>_bytes_<searched|stored>``, with the training's steps and seconds.
 """
 
