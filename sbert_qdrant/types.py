@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+#: The model loaded when none is named (a hub id).
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
 #: Numeric precision of an encoder ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)

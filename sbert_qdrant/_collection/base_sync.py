@@ -15,7 +15,7 @@ from typing import Literal
 
 from qdrant_client import QdrantClient, models
 
-from ..encoder import Bm25, load_encoder
+from ..encoder import Bm25
 from ..layout import PointLayout
 from ..protocols import TextEncoder, TokenEncoder
 from ..settings import Settings
@@ -63,9 +63,13 @@ class CollectionBase:
         settings: Settings | None = None,
     ) -> None:
         settings = settings or Settings()
+        if encoder is None:
+            from ..encoder import load_encoder  # here: a collection given its encoder imports no torch
+
+            encoder = load_encoder(settings)
         config = CollectionConfig.checked(
             collection_name,
-            encoder or load_encoder(settings),
+            encoder,
             sparse=sparse,
             layout=layout,
             named_vectors=named_vectors,
