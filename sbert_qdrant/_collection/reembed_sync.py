@@ -56,6 +56,7 @@ def reembed_into(
             on_disk=config.on_disk,
             hnsw=config.hnsw,
             quantization=config.quantization,
+            first_stage_dim=config.first_stage_dim,
             shard_number=config.shard_number,
             replication_factor=config.replication_factor,
             payload_indexes=config.payload_indexes,

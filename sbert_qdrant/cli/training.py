@@ -204,6 +204,8 @@ def _train(args: argparse.Namespace) -> int:
         )
     torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
+    if args.matryoshka_dims:
+        tasks = [(_matryoshka(args, objective), examples) for objective, examples in tasks]
     config = TrainingConfig(
         batch_sampler=args.batch_sampler,
         epochs=args.epochs,
@@ -256,6 +258,27 @@ def _kind_of(model: object) -> str:
     if isinstance(model, CrossEncoder):
         return "cross-encoder"
     return "late-interaction" if isinstance(model, MultiVectorEncoder) else "encoder"
+
+
+def _matryoshka(args: argparse.Namespace, objective: Objective) -> Objective:
+    """``objective`` summed over the ``--matryoshka-dims`` cuts of the embeddings (a bi-encoder's only)."""
+    from ..training import MatryoshkaLoss, SentenceObjective
+
+    if not isinstance(objective, SentenceObjective):
+        raise InvalidArgumentError(
+            "--matryoshka-dims trains a bi-encoder's embeddings; drop it for the cross-encoder and late-interaction objectives."
+        )
+    dims, weights = _numbers(args.matryoshka_dims, "--matryoshka-dims", int), None
+    if args.matryoshka_weights:
+        weights = _numbers(args.matryoshka_weights, "--matryoshka-weights", float)
+    return MatryoshkaLoss(objective, dims, weights)
+
+
+def _numbers(given: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
+    try:
+        return [kind(part) for part in given.split(",")]
+    except ValueError:
+        raise InvalidArgumentError(f"{flag} {given!r} must be comma-separated numbers, e.g. 384,256,128,64.") from None
 
 
 def _mine(args: argparse.Namespace) -> int:
@@ -342,6 +365,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         default="random",
         choices=("random", "no_duplicates"),
         help="no_duplicates: no text twice in a batch (no in-batch false negatives for mnrl)",
+    )
+    train.add_argument(
+        "--matryoshka-dims",
+        default=None,
+        metavar="DIMS",
+        help="also train the embeddings cut to these sizes, e.g. 384,256,128,64 (MatryoshkaLoss around each "
+        "bi-encoder objective), so that truncate_dim keeps their quality",
+    )
+    train.add_argument(
+        "--matryoshka-weights",
+        default=None,
+        metavar="W",
+        help="one weight per --matryoshka-dims size (default: 1 each)",
     )
     train.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     train.add_argument(

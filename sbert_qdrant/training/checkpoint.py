@@ -36,8 +36,10 @@ def save_model(folder: Path, encoder: Trainable, objectives: list[Objective]) ->
 
 
 def head_states(objectives: list[Objective]) -> list[dict[str, torch.Tensor]]:
-    """Each objective's own parameters (its classifier, say), without the shared encoder."""
-    return [{k: v for k, v in o.state_dict().items() if not k.startswith("encoder.")} for o in objectives]
+    """Each objective's own parameters (its classifier, say), without the shared encoder (however deep: a
+    MatryoshkaLoss holds it twice)."""
+    shared = {id(t) for t in objectives[0].encoder.state_dict(keep_vars=True).values()} if objectives else set()
+    return [{k: v.detach() for k, v in o.state_dict(keep_vars=True).items() if id(v) not in shared} for o in objectives]
 
 
 def rng_state() -> dict[str, Any]:

@@ -107,6 +107,13 @@ class SentenceObjective(Objective[SentenceEncoder]):
         """
         return [self.encoder(features)["sentence_embedding"].float() for features in batch.features]
 
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.loss(self.embed(batch), batch)
+
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        """The loss of a batch from its columns' embeddings (what ``MatryoshkaLoss`` calls on truncated ones)."""
+        raise NotImplementedError
+
     def tokenize(self, examples: Sequence[Example]) -> Columns:
         """One column of token ids per text position."""
         columns = []
