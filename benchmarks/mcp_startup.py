@@ -15,7 +15,14 @@
    folder, when ``--anchor-python`` names a venv's interpreter that has it (``benchmarks/peers/mcp_anchor.py``: its
    FastEmbed loads the same all-MiniLM-L6-v2 ONNX export from ``--anchor-model``, since its download is offline).
 
-    python benchmarks/mcp_startup.py --data ../shared/data [--points 2000] [--queries 50] [--runs 3]
+0. First answers (``--first-only``: this section alone), one run: a fresh server per figure, on the local folder of
+   section 4, as an agent meets it (spawn, ``initialize``, ``tools/list``, one call): spawn -> the first
+   ``qdrant-count`` (also with ``SBERT_QDRANT_PRELOAD=false``: what the background load costs it) and spawn ->
+   the first ``qdrant-find``, ours beside mcp-server-qdrant's first find (it has no
+   count, and loads its model before ``initialize``), with the targets (<= 2 s, <= 1.2x the anchor), and where a
+   first find's time goes (each import and the model's load, in turn, in a fresh process).
+
+    python benchmarks/mcp_startup.py --data ../shared/data [--points 2000] [--queries 50] [--runs 3] [--first-only]
         [--anchor-python VENV/bin/python --anchor-model benchmarks/peers/.cache/<model>/fastembed]
 """
 
@@ -141,6 +148,74 @@ async def shared_server(location: Path, queries: list[str]) -> list[float]:
         server.wait(timeout=30)
 
 
+async def first_answer(
+    command: list[str], env: dict[str, str], tool: str, arguments: dict[str, Any]
+) -> dict[str, float]:
+    """One fresh server, as an agent meets it: seconds from spawn to ``initialize`` answered, ``tools/list``, and
+    the answer to its first call, ``tool`` (checked not to be an error)."""
+    params = mcp.StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, **env})
+    with open(os.devnull, "w") as quiet:
+        start = time.perf_counter()
+        async with mcp.Client(stdio_client(params, errlog=quiet), mode="legacy", cache=None) as client:
+            figures = {"initialize": time.perf_counter() - start}
+            await client.list_tools()
+            figures["tools/list"] = time.perf_counter() - start
+            result = await client.call_tool(tool, arguments)
+            figures[tool] = time.perf_counter() - start
+    if result.is_error:
+        raise SystemExit(f"{tool} failed: {result.content[0].text}")
+    return figures
+
+
+#: Where a first find's time goes, in a fresh process, one step after the other (the server overlaps the first two
+#: with the model's load, which runs the last three in a worker thread).
+SPLIT = """
+import time
+start = last = time.perf_counter()
+def lap(what):
+    global last
+    now = time.perf_counter()
+    print(f"{what}\t{now - last:.3f}")
+    last = now
+import mcp.server.mcpserver; lap("import mcp.server.mcpserver (the SDK)")
+import qdrant_client; lap("import qdrant_client")
+import torch; lap("import torch")
+import transformers.modeling_utils; lap("import transformers (its model classes)")
+from sbert_qdrant.encoder import load_encoder; from sbert_qdrant.integrations.mcp import McpSettings
+encoder = load_encoder(McpSettings()); lap("load the model (the rest of the imports, the weights)")
+encoder.encode_query(["where did I park the car?"]); lap("encode the first query")
+print(f"total\t{time.perf_counter() - start:.3f}")
+"""
+
+
+def first_answers(local: Path, query: str, anchor: list[str] | None) -> None:
+    """Section 0: the first answers of ours and the anchor on the same local folder, each from a fresh spawn."""
+    env = {"QDRANT_LOCAL_PATH": str(local), "COLLECTION_NAME": COLLECTION}
+    ours_count = asyncio.run(first_answer(SERVER, env, "qdrant-count", {}))
+    alone = asyncio.run(first_answer(SERVER, {**env, "SBERT_QDRANT_PRELOAD": "false"}, "qdrant-count", {}))
+    ours_find = asyncio.run(first_answer(SERVER, env, "qdrant-find", {"query": query}))
+    theirs = None if anchor is None else asyncio.run(first_answer(anchor, env, "qdrant-find", {"query": query}))
+    print("\n0. first answers, fresh server over stdio each, one run, same local folder (mcp-server-qdrant's layout)")
+    print(f"   {'spawn ->':34s} {'sbert-qdrant':>12s} {'mcp-server-qdrant 0.8.1':>24s}")
+    other = "-" if theirs is None else f"{theirs['initialize']:.2f} s"
+    print(f"   {'initialize answered':34s} {ours_find['initialize']:10.2f} s {other:>24s}")
+    print(f"   {'first qdrant-count answered':34s} {ours_count['qdrant-count']:10.2f} s {'(no count tool)':>24s}")
+    print(f"   {'  the same, no model loading':34s} {alone['qdrant-count']:10.2f} s   (SBERT_QDRANT_PRELOAD=false)")
+    other = "-" if theirs is None else f"{theirs['qdrant-find']:.2f} s"
+    print(f"   {'first qdrant-find answered':34s} {ours_find['qdrant-find']:10.2f} s {other:>24s}")
+    for what, seconds in (("count", ours_count["qdrant-count"]), ("find", ours_find["qdrant-find"])):
+        verdict = f"   first {what}: {seconds:.2f} s, target <= 2 s: {'met' if seconds <= 2 else 'missed'}"
+        if theirs is not None:
+            ratio = seconds / theirs["qdrant-find"]
+            verdict += f"; {ratio:.2f}x the anchor's first find, target <= 1.2x: {'met' if ratio <= 1.2 else 'missed'}"
+        print(verdict)
+    split = subprocess.run([sys.executable, "-c", SPLIT], check=True, capture_output=True, text=True).stdout
+    print("   where a first find's time goes, a fresh process doing each step in turn:")
+    for line in split.splitlines():
+        what, seconds = line.split("\t")
+        print(f"     {what:58s} {float(seconds):6.2f} s")
+
+
 def write_anchor_layout(path: Path, texts: list[str], encoder: SentenceEncoder) -> None:
     """The sentences as mcp-server-qdrant writes memories: vector ``fast-all-minilm-l6-v2``, the text under
     ``document``, metadata nested, random ids (qdrant-client local mode)."""
@@ -169,29 +244,34 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="server start-ups (medians reported)")
     parser.add_argument("--anchor-python", help="the interpreter of a venv with mcp-server-qdrant==0.8.1")
     parser.add_argument("--anchor-model", type=Path, help="the fastembed/ folder of the all-MiniLM-L6-v2 export")
+    parser.add_argument(
+        "--first-only", action="store_true", help="section 0 only: the first answers, ours beside the anchor's"
+    )
     args = parser.parse_args()
-    print(f"CPU: {cpu_summary()}; python {sys.version.split()[0]}, mcp {version('mcp')}")
+    print(f"CPU: {cpu_summary()}; python {sys.version.split()[0]}, mcp {version('mcp')}; load {os.getloadavg()}")
     sentences = read_corpus(args.data, args.points + args.queries)
     texts, queries = sentences[: args.points], sentences[args.points :]
+    anchor_command = None
+    if args.anchor_python and args.anchor_model:
+        script = str(Path(__file__).parent / "peers" / "mcp_anchor.py")
+        anchor_command = [args.anchor_python, script, str(args.anchor_model)]
     with tempfile.TemporaryDirectory() as folder:
         location = Path(folder)
+        local = location / "local"
+        write_anchor_layout(local, texts, SentenceEncoder.load())
+        first_answers(local, queries[0], anchor_command)
+        if args.first_only:
+            return
         with TextCollection(COLLECTION, SentenceEncoder.load(), location=location) as collection:
             collection.upsert_texts(texts)
             collection.optimize()
         runs = [asyncio.run(one_server(location, queries, steady=i == 0)) for i in range(args.runs)]
         direct = asyncio.run(in_process(location, queries))
         shared = asyncio.run(shared_server(location, queries))
-        local = location / "local"
-        write_anchor_layout(local, texts, SentenceEncoder.load())
         on_local = asyncio.run(one_server(location, queries, True, {"QDRANT_LOCAL_PATH": str(local)}))["latencies"]
         anchor = None
-        if args.anchor_python and args.anchor_model:
-            command = [
-                args.anchor_python,
-                str(Path(__file__).parent / "peers" / "mcp_anchor.py"),
-                str(args.anchor_model),
-            ]
-            anchor = asyncio.run(one_server(location, queries, True, {"QDRANT_LOCAL_PATH": str(local)}, command))
+        if anchor_command is not None:
+            anchor = asyncio.run(one_server(location, queries, True, {"QDRANT_LOCAL_PATH": str(local)}, anchor_command))
     bare = fresh_process_seconds("pass", args.runs)
     sdk = fresh_process_seconds("import mcp.server.mcpserver", args.runs)
     package = fresh_process_seconds("import sbert_qdrant", args.runs)

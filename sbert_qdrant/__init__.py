@@ -7,33 +7,13 @@ that has not yet touched a model) starts without loading torch, transformers and
 
 from __future__ import annotations
 
-import ast as _ast
-import importlib as _importlib
 from importlib import metadata as _metadata
-from pathlib import Path as _Path
 
+from ._lazy import module_getattr as _module_getattr
+from ._lazy import stub_names as _stub_names
 
-def _public_names() -> dict[str, str]:
-    """Public name -> the module it comes from (relative), as ``__init__.pyi`` imports it."""
-    stub = _ast.parse(_Path(__file__).with_name("__init__.pyi").read_text(encoding="utf-8"))
-    return {
-        alias.asname or alias.name: "." * node.level + (node.module or "")
-        for node in stub.body
-        if isinstance(node, _ast.ImportFrom)
-        for alias in node.names
-    }
-
-
-_LAZY = _public_names()
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+_LAZY = _stub_names(__file__)
+__getattr__ = _module_getattr(__name__, _LAZY, globals())
 
 
 def __dir__() -> list[str]:

@@ -116,6 +116,58 @@ async def test_tools_list_answers_before_the_model_loads_and_a_load_failure_is_a
         assert "no-such-model" in await error(client, "qdrant-find", query="birthday", collection_name="notes")
 
 
+_COUNT_WITHOUT_TORCH = """
+import asyncio, json, sys
+import mcp
+from sbert_qdrant.integrations.mcp import McpSettings, create_server
+
+async def main():
+    async with mcp.Client(create_server(McpSettings(location=sys.argv[1], preload=False))) as client:
+        counted = await client.call_tool("qdrant-count", {"collection_name": "notes"})
+        deleted = await client.call_tool("qdrant-delete", {"collection_name": "notes", "ids": ["n0", "gone"]})
+        again = await client.call_tool("qdrant-count", {"collection_name": "notes"})
+    print(json.dumps([counted.content[0].text, deleted.content[0].text, again.content[0].text,
+                      sorted({"torch", "transformers"} & set(sys.modules))]))
+
+asyncio.run(main())
+"""
+
+
+def test_count_and_delete_answer_without_the_model_or_torch(tmp_path: Path, tiny: SentenceEncoder) -> None:
+    """A fresh server counts and deletes by id with torch never imported (the model is needed only to encode)."""
+    from sbert_qdrant import TextCollection
+
+    with TextCollection("notes", tiny, location=tmp_path / "qdrant") as collection:
+        collection.upsert_texts(NOTES, ids=["n0", "n1", "n2"])
+    run = run_child([sys.executable, "-c", _COUNT_WITHOUT_TORCH, str(tmp_path / "qdrant")])
+    assert run.returncode == 0, run.stderr[-2000:]
+    counted, deleted, again, imported = json.loads(run.stdout.splitlines()[-1])
+    assert counted == "3 texts in collection notes" and again == "2 texts in collection notes"
+    assert deleted.startswith("Deleted 1 of the 2 id(s)")
+    assert imported == []
+
+
+async def test_a_failure_while_loading_in_the_background_reaches_the_first_find_and_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Whatever the background load raises is logged as it happens and comes back to each tool that needs the
+    model as a tool error naming it; the tools that need none still answer."""
+    from sbert_qdrant.integrations.mcp.backend import Backend
+
+    def broken(self: Backend) -> SentenceEncoder:
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+    monkeypatch.setattr(Backend, "_load_encoder", broken)
+    async with mcp.Client(create_server(edge(tmp_path))) as client:
+        assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 0
+        for _ in range(2):
+            message = await error(client, "qdrant-find", query="birthday", collection_name="notes")
+            assert "the model (SBERT_QDRANT_MODEL, EMBEDDING_MODEL) failed to load" in message, message
+            assert "RuntimeError: CUDA out of memory (simulated)" in message and "restart the server" in message
+    logged = [r for r in caplog.records if r.levelname == "ERROR" and "failed to load" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None
+
+
 def test_settings_read_mcp_server_qdrants_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     names = {
         "QDRANT_URL": ":memory:",

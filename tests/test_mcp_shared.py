@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import mcp
 import pytest
 from child import Child, run_child
 from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
 
 from sbert_qdrant.integrations.mcp import McpSettings, create_server
 from sbert_qdrant.testing import tiny_encoder
@@ -161,3 +163,40 @@ def test_the_token_file_holds_the_token_and_an_unusable_one_is_named(tmp_path: P
         read_token_file(str(tmp_path / "empty"))
     with pytest.raises(InvalidArgumentError, match="cannot be read"):
         read_token_file(str(tmp_path / "missing"))
+
+
+async def test_the_read_only_token_finds_and_counts_and_may_not_write(tmp_path: Path) -> None:
+    """Over streamable HTTP, a client with ``SBERT_QDRANT_MCP_READ_TOKEN`` counts, and its delete is refused with a
+    tool error that says why; one with ``SBERT_QDRANT_MCP_TOKEN`` deletes (neither waits for the model)."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "SBERT_QDRANT_LOCATION": str(tmp_path / "store"),
+        "COLLECTION_NAME": "notes",
+        "FASTMCP_PORT": str(port),
+        "SBERT_QDRANT_MCP_TOKEN": "write-token",
+        "SBERT_QDRANT_MCP_READ_TOKEN": "read-token",
+        "SBERT_QDRANT_PRELOAD": "false",
+    }
+    command = [sys.executable, "-m", "sbert_qdrant.integrations.mcp", "--transport", "streamable-http"]
+    url = f"http://127.0.0.1:{port}/mcp"
+
+    def client(token: str) -> mcp.Client:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=120)
+        return mcp.Client(streamable_http_client(url, http_client=http))
+
+    with Child(command, env=env) as server:
+        server.wait_for(f"http://127.0.0.1:{port}", stream="stderr")
+        async with client("read-token") as reader:
+            assert (await reader.call_tool("qdrant-count", {})).structured_content["count"] == 0
+            refused = await reader.call_tool("qdrant-delete", {"ids": ["a"]})
+        async with client("write-token") as writer:
+            deleted = await writer.call_tool("qdrant-delete", {"ids": ["a"]})
+    assert refused.is_error and "read-only" in refused.content[0].text, refused.content[0].text
+    assert "SBERT_QDRANT_MCP_TOKEN" in refused.content[0].text
+    assert not deleted.is_error and deleted.structured_content["deleted"] == 0, deleted.content[0].text
+
+
+def test_the_read_token_must_differ_from_the_other() -> None:
+    with pytest.raises(ValueError, match="READ_TOKEN equals"):
+        McpSettings(mcp_token="same", mcp_read_token="same")

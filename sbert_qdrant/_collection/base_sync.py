@@ -15,7 +15,7 @@ from typing import Literal
 
 from qdrant_client import QdrantClient, models
 
-from ..encoder import Bm25, load_encoder
+from ..encoder import Bm25
 from ..layout import PointLayout
 from ..protocols import TextEncoder, TokenEncoder
 from ..settings import Settings
@@ -52,6 +52,7 @@ class CollectionBase:
         on_disk: bool = False,
         hnsw: models.HnswConfigDiff | None = None,
         quantization: Quantization | None = None,
+        first_stage_dim: int | None = None,
         shard_number: int | None = None,
         replication_factor: int | None = None,
         payload_indexes: Mapping[str, models.PayloadSchemaType] | None = None,
@@ -62,9 +63,13 @@ class CollectionBase:
         settings: Settings | None = None,
     ) -> None:
         settings = settings or Settings()
+        if encoder is None:
+            from ..encoder import load_encoder  # here: a collection given its encoder imports no torch
+
+            encoder = load_encoder(settings)
         config = CollectionConfig.checked(
             collection_name,
-            encoder or load_encoder(settings),
+            encoder,
             sparse=sparse,
             layout=layout,
             named_vectors=named_vectors,
@@ -73,6 +78,7 @@ class CollectionBase:
             on_disk=on_disk,
             hnsw=hnsw,
             quantization=quantization,
+            first_stage_dim=first_stage_dim,
             shard_number=shard_number,
             replication_factor=replication_factor,
             payload_indexes=payload_indexes,

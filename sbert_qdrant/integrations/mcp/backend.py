@@ -1,15 +1,16 @@
-"""What the tools share: the engine, the encoder (loaded once, in the background or on first use) and one open
-``AsyncTextCollection`` per name, each in its layout (ours, mcp-server-qdrant's, or the one the settings name), through
-which every note is written and read.
+"""What the tools share: the engine, the encoder (loaded once, in the background: ``model.InBackground``) and one
+open ``AsyncTextCollection`` per name, each in its layout (ours, mcp-server-qdrant's, or the one the settings name),
+through which every note is written and read.
 
 The encoder, the collections and qdrant-client are imported on first use (the model's in its loading thread), so
-that the server answers ``initialize`` and ``tools/list`` without waiting for torch.
+that the server answers ``initialize`` and ``tools/list`` without waiting for torch, and the tools that need no
+vectors (count, list, delete) without waiting for the model.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CollectionMismatchError, InvalidArgumentError, StoreInUseError, UnsupportedError
 from ...layout import PointLayout, VectorSlot
 from ...records import Key
+from ...types import DEFAULT_MODEL
+from .model import InBackground, StoredSize
 from .settings import McpSettings
 
 if TYPE_CHECKING:
@@ -34,43 +37,15 @@ SHARE = (
 )
 
 
-class _Once:
-    """A value made once in a worker thread, on first need (or earlier, by ``start``); a failure is kept and raised
-    to every caller, so a missing model is reported by each tool call instead of crashing the server."""
-
-    def __init__(self, make: Callable[[], Any], given: Any = None) -> None:
-        self._make = make
-        self._value = given
-        self._task: asyncio.Future[Any] | None = None
-
-    def _loading(self) -> asyncio.Future[Any]:
-        if self._task is None:
-            self._task = asyncio.ensure_future(asyncio.to_thread(self._make))
-        return self._task
-
-    def start(self) -> None:
-        if self._value is None:
-            self._loading()
-
-    @property
-    def ready(self) -> bool:
-        return self._value is not None
-
-    async def get(self) -> Any:
-        if self._value is None:
-            self._value = await asyncio.shield(self._loading())
-        return self._value
-
-
 def encoding_workers(threads: int | None) -> ThreadPoolExecutor:
     """The worker threads ``asyncio.to_thread`` runs in (the encoder's loading and encoding among them), each with
-    ``threads`` torch threads: a query encoded by torch's full team in a worker contends with the threads of
-    qdrant-client's local mode, ~20x slower (benchmarks/mcp_startup.py)."""
+    ``threads`` torch threads once torch is imported: a query encoded by torch's full team in a worker contends with
+    the threads of qdrant-client's local mode, ~20x slower (benchmarks/mcp_startup.py)."""
     return ThreadPoolExecutor(thread_name_prefix="sbert-qdrant-mcp", initializer=_torch_threads, initargs=(threads,))
 
 
 def _torch_threads(threads: int | None) -> None:
-    if threads is not None:
+    if threads is not None and "torch" in sys.modules:  # never imported for it: a count needs no torch
         import torch
 
         torch.set_num_threads(threads)
@@ -84,19 +59,32 @@ class Backend:
         self, settings: McpSettings, encoder: TextEncoder | None = None, cross_encoder: CrossEncoder | None = None
     ) -> None:
         self.settings = settings
-        self._encoder = _Once(self._load_encoder, encoder)
-        self._cross = _Once(self._load_cross_encoder, cross_encoder)
+        self._encoder = InBackground(self._load_encoder, "the model (SBERT_QDRANT_MODEL, EMBEDDING_MODEL)", encoder)
+        self._cross = InBackground(
+            self._load_cross_encoder, "the cross-encoder (SBERT_QDRANT_RERANK_MODEL)", cross_encoder
+        )
         self._client: AsyncQdrantClient | None = None
         self._collections: dict[str, AsyncTextCollection] = {}
+        #: Collections opened before the model had loaded, for what needs no vectors (``collection(vectors=False)``).
+        self._readers: dict[str, AsyncTextCollection] = {}
         self._opening = asyncio.Lock()
+        self._threads_set = True
 
-    @property
-    def model_loaded(self) -> bool:
-        return self._encoder.ready
+    def start(self) -> None:
+        """At the server's start: the worker threads, and the model loading in one of them (unless
+        ``preload=False``) while the server answers."""
+        asyncio.get_running_loop().set_default_executor(encoding_workers(self.settings.encode_threads))
+        self._threads_set = "torch" in sys.modules
+        if self.settings.preload:
+            self._encoder.start()
 
-    def start_loading(self) -> None:
-        """Load the model in the background (the server answers meanwhile)."""
-        self._encoder.start()
+    async def encoder(self) -> TextEncoder:
+        """The model, once loaded (a failure to load raised to each caller)."""
+        encoder: TextEncoder = await self._encoder.get()
+        if not self._threads_set:  # workers started before torch was imported run its default team: fresh ones
+            self._threads_set = True
+            asyncio.get_running_loop().set_default_executor(encoding_workers(self.settings.encode_threads))
+        return encoder
 
     def _load_encoder(self) -> TextEncoder:
         from ...encoder import load_encoder
@@ -119,7 +107,7 @@ class Backend:
         its first tokens (as FastEmbed, mcp-server-qdrant's embedder, truncates), so the rest is not searched."""
         from ...protocols import DocumentEncoder
 
-        encoder = await self._encoder.get()
+        encoder = await self.encoder()
         if not isinstance(encoder, DocumentEncoder):
             return ""
         tokens, limit = len(encoder.token_spans(text)), encoder.document_token_limit
@@ -163,25 +151,16 @@ class Backend:
 
         return await list_collections(**self._engine(), settings=self.settings)
 
-    async def collection(self, name: str, *, write: bool = False) -> AsyncTextCollection:
+    async def collection(self, name: str, *, write: bool = False, vectors: bool = True) -> AsyncTextCollection:
         """The collection ``name``, opened once in its layout; ``write``: it must be writable here (ours, or
-        mcp-server-qdrant's)."""
-        from ...aio import AsyncTextCollection
-
-        async with self._opening:
-            opened = self._collections.get(name)
+        mcp-server-qdrant's). ``vectors=False``: for what needs no vectors (count, get, delete by id), which does not
+        wait for the model: until it has loaded, the collection opened at its stored size (``StoredSize``)."""
+        encoder = await self.encoder() if vectors or self._encoder.ready else None
+        async with self._opening:  # not held while the model loads: a count answers meanwhile
+            opened = self._collections.get(name) if encoder is not None else self._readers.get(name)
             if opened is None:
-                encoder: TextEncoder = await self._encoder.get()
-                engine = self._engine()
-                layout = await self._layout(name, encoder, engine)
-                indexes = {layout.field_key(f.name): f.index_schema() for f in self.settings.filterable_fields}
-                opened = AsyncTextCollection(
-                    name, encoder, **engine, layout=layout, payload_indexes=indexes or None, settings=self.settings
-                )
-                if indexes and not self.settings.read_only and await opened.exists():
-                    for key, schema in indexes.items():  # as mcp-server-qdrant indexes them (it does so on create)
-                        await opened.create_payload_index(key, schema)
-                self._collections[name] = opened
+                opened = await self._open(name, encoder)
+                (self._collections if encoder is not None else self._readers)[name] = opened
         if write and not opened.layout.writable:
             raise UnsupportedError(
                 f"collection {name!r} is read in another tool's layout (SBERT_QDRANT_VECTOR_NAME, "
@@ -190,23 +169,40 @@ class Backend:
             )
         return opened
 
-    async def _layout(self, name: str, encoder: TextEncoder, engine: dict[str, Any]) -> PointLayout:
+    async def _open(self, name: str, encoder: TextEncoder | None) -> AsyncTextCollection:
+        """The collection in its layout, with the model (None: at its stored size, for what needs no vectors)."""
+        from ...aio import AsyncTextCollection
+
+        engine = self._engine()
+        probe = AsyncTextCollection(name, StoredSize(0), **engine, settings=self.settings)
+        try:
+            stored = await probe.stored_vectors()
+        finally:
+            await probe.close()
+        layout = self._layout(name, stored)
+        indexes = {layout.field_key(f.name): f.index_schema() for f in self.settings.filterable_fields}
+        opened = AsyncTextCollection(
+            name,
+            encoder or StoredSize(stored.get(layout.primary.name, 0)),
+            **engine,
+            layout=layout,
+            payload_indexes=indexes or None,
+            settings=self.settings,
+        )
+        if encoder is not None and indexes and not self.settings.read_only and await opened.exists():
+            for key, schema in indexes.items():  # as mcp-server-qdrant indexes them (it does so on create)
+                await opened.create_payload_index(key, schema)
+        return opened
+
+    def _layout(self, name: str, stored: dict[str, int]) -> PointLayout:
         """The layout the settings name; else the stored collection's: mcp-server-qdrant's where it has the
         ``fast-<model>`` vector (refused when that is another model's), ours where it has ``text``; a collection not
         created yet gets the one ``McpSettings.new_in_their_layout`` says."""
-        from ...aio import AsyncTextCollection
-        from ...encoder import DEFAULT_MODEL
-
         settings = self.settings
         if settings.vector_name is not None or settings.text_field is not None:
             return PointLayout.foreign(
                 "text" if settings.vector_name is None else settings.vector_name, settings.text_field or "text"
             )
-        probe = AsyncTextCollection(name, encoder, **engine, settings=settings)
-        try:
-            stored = await probe.stored_vectors()
-        finally:
-            await probe.close()
         model = settings.model or DEFAULT_MODEL
         theirs, ours = PointLayout.mcp_server_qdrant(model), PointLayout.ours(VectorSlot("text"))
         wanted = theirs.primary.name
@@ -259,9 +255,10 @@ class Backend:
         return message
 
     async def close(self) -> None:
-        for collection in self._collections.values():
+        for collection in [*self._collections.values(), *self._readers.values()]:
             await collection.close()
         self._collections.clear()
+        self._readers.clear()
         if self._client is not None:
             await self._client.close()
             self._client = None

@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from ...errors import InvalidArgumentError, UnsupportedError
+
+if TYPE_CHECKING:
+    from .settings import McpSettings
 
 DESCRIPTION = (
     "Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the environment: "
@@ -47,6 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="sse, streamable-http: a file holding the bearer token clients must send (default: "
         "SBERT_QDRANT_MCP_TOKEN; none: loopback only)",
     )
+    parser.add_argument(
+        "--read-token-file",
+        default=None,
+        metavar="PATH",
+        help="sse, streamable-http: a file holding a bearer token whose clients may find and count but not store or "
+        "delete (default: SBERT_QDRANT_MCP_READ_TOKEN)",
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -57,22 +67,21 @@ def serve(args: argparse.Namespace) -> int:
         if exc.name is None or exc.name.partition(".")[0] != "mcp":
             raise
         raise UnsupportedError(f"the MCP server needs the mcp extra ({exc}): pip install 'sbert-qdrant[mcp]'.") from exc
-    from .settings import McpSettings
-
     if args.env_file is not None and not Path(args.env_file).is_file():
         raise InvalidArgumentError(f"--env-file {args.env_file!r} is not a file; name the .env file to read.")
-    try:
-        settings = McpSettings() if args.env_file is None else McpSettings(_env_file=args.env_file)  # type: ignore[call-arg]
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
-        raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc
+    settings = _valid(None if args.env_file is None else {"_env_file": args.env_file})
     if args.transport == "stdio":
         create_server(settings).run("stdio")
         return 0
     from .access import check_exposure, read_token_file, transport_security
 
-    if args.token_file is not None:
-        settings = settings.model_copy(update={"mcp_token": read_token_file(args.token_file)})
+    files = {
+        "mcp_token": (args.token_file, "--token-file"),
+        "mcp_read_token": (args.read_token_file, "--read-token-file"),
+    }
+    tokens = {name: read_token_file(path, flag) for name, (path, flag) in files.items() if path is not None}
+    if tokens:
+        settings = _valid(settings.model_dump() | tokens)
     host = settings.host if args.host is None else args.host
     check_exposure(host, settings)
     server = create_server(settings)
@@ -81,6 +90,18 @@ def serve(args: argparse.Namespace) -> int:
     )
     _serve(app, host, settings.port if args.port is None else args.port, settings.log_level)
     return 0
+
+
+def _valid(given: dict[str, Any] | None) -> McpSettings:
+    """The settings from the environment (and ``given``: a .env file to read, or values, tokens read from files
+    among them), checked whole, or an error naming each problem."""
+    from .settings import McpSettings
+
+    try:
+        return McpSettings() if given is None else McpSettings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc
 
 
 def _serve(app: Any, host: str, port: int, log_level: str) -> None:

@@ -9,7 +9,6 @@ as a tool error naming the problem.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, cast
@@ -25,7 +24,7 @@ from ...types import CountKind, SearchMode
 from . import results
 from .access import auth_options
 from .agent_tools import Server, Tool, agent_tool
-from .backend import Backend, encoding_workers
+from .backend import Backend
 from .filterable import both, field_filter
 from .settings import McpSettings
 
@@ -84,9 +83,7 @@ def create_server(
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[None]:
-        asyncio.get_running_loop().set_default_executor(encoding_workers(settings.encode_threads))
-        if settings.preload:
-            backend.start_loading()
+        backend.start()
         try:
             yield
         finally:
@@ -116,6 +113,8 @@ def create_server(
             continue  # every tool is bound to one collection: nothing to choose from
         fn = agent_tool(
             tool,
+            name=name,
+            writes=not hints.read_only_hint,
             bound=bound,
             fields=settings.field_arguments,
             query_filter=settings.query_filter_offered,
@@ -246,7 +245,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         ids: Annotated[list[AgentKey], Field(min_length=1, description="Ids of stored texts or documents")],
         collection_name: Annotated[str, Field(description="The collection to delete from")],
     ) -> Annotated[CallToolResult, results.Deleted]:
-        collection = await backend.collection(collection_name, write=True)
+        collection = await backend.collection(collection_name, write=True, vectors=False)
         existed = 0
         if await collection.exists():
             documents = collection.layout.takes_documents
@@ -268,7 +267,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         query_filter: Filter = None,
         kind: Annotated[CountKind, Field(description="What to count: texts, documents or chunks")] = "texts",
     ) -> Annotated[CallToolResult, results.Counted]:
-        collection = await backend.collection(collection_name)
+        collection = await backend.collection(collection_name, vectors=False)
         number = await collection.count(_filter(query_filter), kind=kind) if await collection.exists() else 0
         counted = results.Counted(collection_name=collection_name, kind=kind, count=number)
         return results.reply(counted, f"{number} {kind} in collection {collection_name}")

@@ -78,6 +78,11 @@ class McpSettings(Settings):
         description="the bearer token every HTTP request (SSE, streamable HTTP) must carry: 'Authorization: Bearer "
         "<token>' (None: none asked, and the server serves loopback only)",
     )
+    mcp_read_token: SecretStr | None = Field(
+        default=None,
+        description="a bearer token whose holder may use the tools that read (find, count, list) and not those that "
+        "write (store, delete): refused with a tool error; beside mcp_token or alone",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Host names (or addresses) clients may reach an HTTP server by, beside loopback and this "
@@ -126,13 +131,27 @@ class McpSettings(Settings):
                 f"QDRANT_LOCAL_PATH={self.local_path!r} and QDRANT_URL={self.safe_url!r} are both set; set one "
                 "(a local-mode folder, or a Qdrant server)."
             )
-        if self.mcp_token is not None and not self.mcp_token.get_secret_value().strip():
-            raise ValueError("SBERT_QDRANT_MCP_TOKEN is set but empty; set it to a secret, or unset it.")
+        for name, token in (
+            ("SBERT_QDRANT_MCP_TOKEN", self.mcp_token),
+            ("SBERT_QDRANT_MCP_READ_TOKEN", self.mcp_read_token),
+        ):
+            if token is not None and not token.get_secret_value().strip():
+                raise ValueError(f"{name} is set but empty; set it to a secret, or unset it.")
+        if self.mcp_token is not None and self.mcp_token == self.mcp_read_token:
+            raise ValueError(
+                "SBERT_QDRANT_MCP_READ_TOKEN equals SBERT_QDRANT_MCP_TOKEN, so its holder could write; give the "
+                "read-only token another secret."
+            )
         names = [f.name for f in self.filterable_fields]
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ValueError(f"FILTERABLE_FIELDS names {repeated} more than once; keep one entry per field.")
         return self
+
+    @property
+    def token_asked(self) -> bool:
+        """Whether every HTTP request must carry a token (either one)."""
+        return self.mcp_token is not None or self.mcp_read_token is not None
 
     @property
     def field_arguments(self) -> dict[str, FilterableField]:
