@@ -17,6 +17,10 @@ collection, and documents with chunk context, in one run.
    re-scores the hybrid candidates in the engine (``rescore=``). Re-rank: a cross-encoder trained from the default
    model's weights on the mined (query, positive = 1, negative = 0) pairs (``CrossEncoderBCELoss``) re-ranks the
    late-interaction hits (``rerank=``) at each of ``--rerank-depths``; the JSON keeps the best depth.
+6. With ``--corpus-only``: adaptation with no labels (``adapt_to_corpus``): pseudo-queries from the corpus itself
+   (titles and sentences, confirmed by BM25), negatives mined from the collection of step 1, MNRL, re-embedded into
+   a new collection; measured on the evaluation queries and on all the train split's queries (809 claims), none of
+   them seen by this step.
 
 Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
@@ -25,10 +29,13 @@ are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context] [--no-stages]
         [--token-dim 128] [--late-epochs 3] [--rescore-candidates 50] [--rerank-depths 10,20,50] [--trained PATH]
+        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
 of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms,
-CPU, batched) and per stored point (bytes).
+CPU, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` / ``corpus_only_hybrid``
+(evaluation queries) and the same with ``_train_split`` (all train queries) beside ``dense_before_train_split`` /
+``hybrid_before_train_split``.
 """
 
 from __future__ import annotations
@@ -50,6 +57,7 @@ from typing import Any, Literal
 from _data import cpu_summary
 
 from sbert_qdrant import CrossEncoder, MultiVectorEncoder, SentenceEncoder, TextCollection
+from sbert_qdrant.adaptation import adapt_to_corpus
 from sbert_qdrant.training import (
     CrossEncoderBCELoss,
     MaxSimRankingLoss,
@@ -429,6 +437,51 @@ def stages_figures(late: dict[str, Stage], rerank: dict[int, Stage], hybrid_afte
     }
 
 
+def corpus_only(
+    args: argparse.Namespace,
+    store: Path,
+    root: Path,
+    judged: dict[str, tuple[dict[str, str], dict[str, set[str]]]],
+    timings: dict[str, float],
+) -> dict[str, float]:
+    """Step 6: adaptation from the corpus alone (no labelled query), re-embedded, measured on each judged split."""
+    print(f"\n== 6. corpus only: pseudo-queries, mined negatives, MNRL ({args.corpus_epochs} epoch(s)), re-embed ==")
+    name = "scifact-corpus-adapted"
+    start = time.perf_counter()
+    trainable = SentenceEncoder.load(device="cpu", precision="fp32")
+    with TextCollection("scifact", trainable, location=store) as coll:
+        with TextCollection(name, trainable, location=store) as stale:  # from an earlier run
+            if stale.exists():
+                stale.delete_collection()
+        result = adapt_to_corpus(
+            coll,
+            trainable,
+            root / "corpus-model",
+            held_out=args.corpus_held_out,
+            pool_depth=args.corpus_pool_depth,
+            max_pairs=args.corpus_pairs,
+            negatives=args.negatives,
+            epochs=args.corpus_epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.lr,
+            train_tokens=args.train_tokens,
+            precision="fp32",
+            reembed_into=name,
+            show_progress_bar=True,
+        )
+    timings["corpus only"] = time.perf_counter() - start
+    print(result.report())
+    figures = {}
+    trained = SentenceEncoder.load(result.model, device="cpu", precision="fp32")
+    with TextCollection(name, trained, location=store) as coll:
+        coll.optimize()
+        for split, (queries, qrels) in judged.items():
+            measured = text_scores(coll, queries, qrels)
+            print(f"corpus only on {split.strip('_') or 'the evaluation queries'}: {measured}")
+            figures.update({f"corpus_only_{mode}{split}": measured[mode][0] for mode in MODES})
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -452,6 +505,11 @@ def main() -> None:
         "--no-context", dest="context", action="store_false", help="step 2 without the title as chunk context"
     )
     parser.add_argument("--no-adapt", dest="adapt", action="store_false", help="skip steps 3b and 4 (training)")
+    parser.add_argument("--corpus-only", action="store_true", help="step 6: adapt with no labels (corpus only)")
+    parser.add_argument("--corpus-pairs", type=int, default=2000, help="step 6: pseudo-queries (held-out included)")
+    parser.add_argument("--corpus-epochs", type=int, default=1, help="step 6: epochs")
+    parser.add_argument("--corpus-held-out", type=int, default=30, help="step 6: held-out texts (its own report)")
+    parser.add_argument("--corpus-pool-depth", type=int, default=5, help="step 6: held-out pool, hits per query")
     parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
     parser.add_argument("--trained", type=Path, default=None, help="a model an earlier run trained (its OUTPUT/model)")
     parser.add_argument("--no-stages", dest="stages", action="store_false", help="skip step 5 (late int., re-rank)")
@@ -501,6 +559,7 @@ def main() -> None:
             timings["index base"], written = index_texts(coll, corpus)
             before = text_scores(coll, eval_queries, eval_qrels)
             print(f"indexed {written} texts (others were stored) in {timings['index base']:.0f} s; before: {before}")
+            before_all = text_scores(coll, queries, qrels) if args.corpus_only else None
             print("\n== 3a. mine hard negatives from it ==")
             start = time.perf_counter()
             pairs = [(train[q], d) for q in train for d in sorted(qrels[q])]
@@ -543,6 +602,8 @@ def main() -> None:
                 late = late_interaction(args, corpus, trained, slots, store, eval_queries, eval_qrels)
                 reranker = train_reranker(args, mined, root / "reranker", timings)
                 rerank = rerank_stage(args, reranker, store, trained, slots, eval_queries, eval_qrels)
+        judged = {"": (eval_queries, eval_qrels), "_train_split": (queries, qrels)}
+        corpus_figures = corpus_only(args, store, root, judged, timings) if args.corpus_only else {}
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
     rows = [(f"{mode} before (anchor)", before[mode]) for mode in MODES]
     rows += [(f"{mode} after", after[mode]) for mode in MODES] if after else []
@@ -555,6 +616,9 @@ def main() -> None:
         print(f"hybrid after: {after['hybrid'][0]:.2f} nDCG@10 (target >= 76 on test)")
     if documents:
         print(f"documents dense: {documents['dense'][0] - before['dense'][0]:+.2f} nDCG@10 over truncated texts")
+    if before_all:
+        corpus_figures |= {f"{mode}_before_train_split": before_all[mode][0] for mode in MODES}
+        print(f"corpus-only hybrid: {corpus_figures['corpus_only_hybrid']:.2f} nDCG@10 (target >= 75)")
     print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     figures: dict[str, float | None] = {
@@ -564,6 +628,7 @@ def main() -> None:
         "hybrid_after": after["hybrid"][0] if after else None,
         "documents_dense": documents["dense"][0] if documents else None,
         "documents_hybrid": documents["hybrid"][0] if documents else None,
+        **corpus_figures,
     }
     if late and rerank and after:
         for label, stage in [
