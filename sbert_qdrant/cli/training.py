@@ -266,7 +266,8 @@ def _matryoshka(args: argparse.Namespace, objective: Objective) -> Objective:
 
     if not isinstance(objective, SentenceObjective):
         raise InvalidArgumentError(
-            "--matryoshka-dims trains a bi-encoder's embeddings; drop it for the cross-encoder and late-interaction objectives."
+            "--matryoshka-dims trains a bi-encoder's embeddings; drop it for the cross-encoder and "
+            "late-interaction objectives."
         )
     dims, weights = _numbers(args.matryoshka_dims, "--matryoshka-dims", int), None
     if args.matryoshka_weights:
