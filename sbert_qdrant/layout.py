@@ -34,8 +34,9 @@ class VectorSlot:
     """One named vector of every point: its kind, size and distance (dense and multivector), and what fills it.
 
     filled_by: the identity of the encoder that fills it (``encoder.identity``), ``"bm25"`` for a BM25 slot, None
-    where unknown (another tool's). index: whether the engine builds an HNSW graph for it (a multivector that only
-    re-scores candidates needs none).
+    where unknown (another tool's). index: whether the engine builds an HNSW graph for it (a multivector or a full
+    vector that only re-scores candidates needs none). prefix_of: the dense slot whose vectors' first ``size``
+    values this one holds (a Matryoshka first stage: searched first, its candidates re-scored by that slot).
     """
 
     name: str
@@ -44,6 +45,7 @@ class VectorSlot:
     distance: Distance = "cosine"
     filled_by: str | None = None
     index: bool = True
+    prefix_of: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str):
@@ -54,6 +56,23 @@ class VectorSlot:
             raise InvalidArgumentError(f"slot {self.name!r} has distance={self.distance!r}; use one of {DISTANCES}.")
         if isinstance(self.size, bool) or not isinstance(self.size, int) or self.size < 0:
             raise InvalidArgumentError(f"slot {self.name!r} has size={self.size!r}; use the encoder's dimension.")
+
+
+def _with_first_stage(slots: tuple[VectorSlot, ...], dim: int) -> tuple[VectorSlot, ...]:
+    """The slots with the primary unindexed (it re-scores only) and, after it, its first stage of ``dim`` values."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        raise InvalidArgumentError(f"first_stage_dim={dim!r} must be a positive int below the encoder's dimension.")
+    primary = next(slot for slot in slots if slot.kind == "dense")
+    if primary.name == "":
+        raise InvalidArgumentError(
+            "first_stage_dim= adds a named slot, which the unnamed vector (vector_name='') cannot share a point with; "
+            "give the vector a name (the default 'text')."
+        )
+    small = VectorSlot(f"{primary.name}_{dim}d", size=dim, distance=primary.distance, prefix_of=primary.name)
+    if any(slot.name == small.name for slot in slots):
+        raise InvalidArgumentError(f"slot name {small.name!r} is the first stage's; name that slot otherwise.")
+    at = slots.index(primary)
+    return (*slots[:at], replace(primary, index=False), small, *slots[at + 1 :])
 
 
 def mcp_vector_name(model: str) -> str:
@@ -80,6 +99,13 @@ class PointLayout:
             raise InvalidArgumentError(f"slot name(s) {repeated} appear twice in the layout; give each its own name.")
         if not any(slot.kind == "dense" for slot in self.slots):
             raise InvalidArgumentError(f"the layout {names} has no dense slot; a collection searches a dense one.")
+        dense = {slot.name for slot in self.slots if slot.kind == "dense" and slot.prefix_of is None}
+        for slot in self.slots:
+            if slot.prefix_of is not None and (slot.kind != "dense" or slot.prefix_of not in dense):
+                raise InvalidArgumentError(
+                    f"slot {slot.name!r} holds the first values of {slot.prefix_of!r}, which is no full dense slot "
+                    f"of the layout {names}; name one of {sorted(dense)}."
+                )
         if sum(slot.kind == "sparse" for slot in self.slots) > 1:
             raise InvalidArgumentError(f"the layout {names} has several sparse slots; one BM25 slot is supported.")
         if not isinstance(self.text_field, str) or not self.text_field or self.text_field == self.id_field:
@@ -90,11 +116,20 @@ class PointLayout:
     # -- the three layouts -----------------------------------------------------------------------------------------
 
     @classmethod
-    def ours(cls, dense: tuple[VectorSlot, ...] | VectorSlot, sparse: bool = True) -> PointLayout:
-        """sbert-qdrant's layout: the dense slot(s) given (the first is the primary) and, with ``sparse``, BM25."""
+    def ours(
+        cls, dense: tuple[VectorSlot, ...] | VectorSlot, sparse: bool = True, first_stage_dim: int | None = None
+    ) -> PointLayout:
+        """sbert-qdrant's layout: the dense slot(s) given (the first is the primary) and, with ``sparse``, BM25.
+
+        first_stage_dim: the primary's vectors cut to their first ``first_stage_dim`` values in a slot of their own
+        (``<primary>_<dim>d``, HNSW-indexed), searched first; the full vectors, stored without a graph, re-score
+        its candidates in the engine. For Matryoshka models, whose leading values carry most of the meaning.
+        """
         slots = (dense,) if isinstance(dense, VectorSlot) else tuple(dense)
         if sparse and any(slot.name == SPARSE_NAME for slot in slots):
             raise InvalidArgumentError(f"vector_name={SPARSE_NAME!r} is the BM25 slot's name; choose another.")
+        if first_stage_dim is not None:
+            slots = _with_first_stage(slots, first_stage_dim)
         bm25 = (VectorSlot(SPARSE_NAME, "sparse", filled_by="bm25"),) if sparse else ()
         return cls(slots + bm25)
 
@@ -138,13 +173,27 @@ class PointLayout:
             f"using={name!r} names no {kind or 'vector'} slot of this collection; use one of {there}."
         )
 
+    def first_stage(self, name: str) -> VectorSlot | None:
+        """The slot holding the first values of slot ``name``'s vectors (its first stage), None without one."""
+        return next((slot for slot in self.slots if slot.prefix_of == name), None)
+
     def filled(self, sizes: Mapping[str, tuple[int, str | None]]) -> PointLayout:
-        """The layout with each dense or multivector slot's size and encoder identity as its encoder gives them."""
-        slots = tuple(
-            replace(slot, size=sizes[slot.name][0], filled_by=sizes[slot.name][1]) if slot.name in sizes else slot
-            for slot in self.slots
-        )
-        return replace(self, slots=slots)
+        """The layout with each dense or multivector slot's size and encoder identity as its encoder gives them
+        (a first-stage slot keeps its size, and is filled by its full slot's encoder)."""
+        slots = []
+        for slot in self.slots:
+            full = None if slot.prefix_of is None else sizes.get(slot.prefix_of)
+            if slot.name in sizes:
+                slot = replace(slot, size=sizes[slot.name][0], filled_by=sizes[slot.name][1])
+            elif full is not None:
+                if not slot.size < full[0]:
+                    raise InvalidArgumentError(
+                        f"first_stage_dim={slot.size} must be below the encoder's dimension {full[0]} (the full "
+                        f"vectors re-score what the first {slot.size} values find), e.g. {full[0] // 4}."
+                    )
+                slot = replace(slot, filled_by=full[1])
+            slots.append(slot)
+        return replace(self, slots=tuple(slots))
 
     # -- payloads --------------------------------------------------------------------------------------------------
 

@@ -49,8 +49,10 @@ SLOT_KINDS: tuple[SlotKind, ...] = get_args(SlotKind)
 #: Whose point layout a collection has: ours, mcp-server-qdrant's (both writable), or another tool's (read-only).
 LayoutOwner = Literal["sbert-qdrant", "mcp-server-qdrant", "foreign"]
 
-#: Qdrant's quantization of a collection's stored vectors (the encoder's int8 precision is another matter).
-Quantization = Literal["int8", "binary"]
+#: How a collection stores its dense vectors, beside float32 originals (the encoder's int8 precision is another
+#: matter): Qdrant's int8 scalar or binary quantization (1, 1.5 or 2 bits a value; searched codes re-scored by the
+#: originals), or float16 storage instead of float32 (no originals kept).
+Quantization = Literal["int8", "binary", "binary-1.5bit", "binary-2bit", "float16"]
 QUANTIZATIONS: tuple[Quantization, ...] = get_args(Quantization)
 
 #: What ``count`` counts: texts, documents, or the chunks of documents.

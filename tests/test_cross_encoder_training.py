@@ -191,8 +191,8 @@ def test_cli_refuses_mixed_objectives_and_a_cross_encoder_for_a_bi_encoder_objec
     quora = str(DATA / "quora_train_sample.jsonl")
     mixed = ["train", "--objective", "contrastive", "--objective", "cross-encoder-binary", "--train", quora]
     assert main([*mixed, "--train", quora, "--output", str(tmp_path / "x"), *COMMON]) == 2
-    assert "mixes cross-encoder objectives with bi-encoder ones" in capsys.readouterr().err
+    assert "mixes objectives of cross-encoder and encoder models" in capsys.readouterr().err
     fresh(encoder_folder).save(tmp_path / "ce")
     wrong = ["train", "--objective", "contrastive", "--train", quora, "--model", str(tmp_path / "ce")]
     assert main([*wrong, "--output", str(tmp_path / "y"), *COMMON]) == 2
-    assert "is a cross-encoder; train it with --objective cross-encoder-binary" in capsys.readouterr().err
+    assert "is a cross-encoder model; train it with --objective cross-encoder-binary" in capsys.readouterr().err

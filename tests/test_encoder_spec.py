@@ -46,6 +46,7 @@ def test_every_option_is_a_setting_a_load_argument_and_a_flag() -> None:
         "dedup": [],
         "demo": [],
         "mine-negatives": ["p", "--output=o"],
+        "adapt-corpus": ["--output=o"],
     }
     for verb, rest in verbs.items():
         args = build_parser([verb]).parse_args([verb, *rest])

@@ -16,6 +16,7 @@ from sbert_qdrant import InvalidArgumentError, InvalidInputError, SentenceEncode
 from sbert_qdrant.cli import main
 from sbert_qdrant.training import (
     Example,
+    MinedNegatives,
     MultipleNegativesRankingLoss,
     RetrievalEvaluator,
     Trainer,
@@ -188,3 +189,10 @@ def test_tiny_end_to_end_lowers_the_loss_and_raises_retrieval(tmp_path: Path) ->
     after = evaluator(encoder)
     assert result.steps == 12 and sum(result.losses[-3:]) < 0.5 * sum(result.losses[:3])
     assert after["ndcg@10"] > before["ndcg@10"] + 30, (before, after)  # 4 -> 100 on this sample when measured
+
+
+def test_mined_rows_become_a_rerankers_labelled_pairs() -> None:
+    mined = MinedNegatives([Example(("q1", "p1", "n1", "n2")), Example(("q2", "p2", "n3", "n4"))])
+    pairs = [(e.texts, e.label) for e in mined.labelled_pairs()]
+    assert pairs[:3] == [(("q1", "p1"), 1), (("q1", "n1"), 0), (("q1", "n2"), 0)]
+    assert len(pairs) == 6 and sum(label for _, label in pairs) == 2

@@ -36,6 +36,7 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant._collection": "collection",  # the collection wing: the machinery behind the two doors
     "sbert_qdrant._*": "collection",  # any other private top-level module
     "sbert_qdrant.training": "training",  # data readers, objectives, trainer, evaluators
+    "sbert_qdrant.adaptation": "root",  # adaptation to a corpus: a collection and the training package joined
     "sbert_qdrant.integrations": "integrations",  # LangChain / LlamaIndex adapters
     "sbert_qdrant.testing": "testing",  # test support: tiny random encoders, fault-injecting clients
     "sbert_qdrant.cli": "cli",  # the sbert-qdrant command

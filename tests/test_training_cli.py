@@ -76,3 +76,26 @@ def test_train_reports_a_bad_row_with_file_and_line(
     assert main(argv) == 2
     assert f"{bad}:3: label 'unsure' is not in the label map" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_mined_file_trains_late_interaction_and_a_reranker(
+    tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sbert_qdrant import CrossEncoder, MultiVectorEncoder
+
+    mined = tmp_path / "mined.jsonl"
+    rows = [
+        {"query": "learn python", "positive": "Learning to code in Python", "negative_1": "Best pizza in Naples"},
+        {"query": "sky colour", "positive": "Why is the sky blue?", "negative_1": "How do I learn Python?"},
+    ]
+    mined.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    late, rerank = tmp_path / "late", tmp_path / "rerank"
+    argv = ["train", "--model", tiny_model, "--train", str(mined), "--max-steps", "2", *COMMON]
+    assert main([*argv, "--objective", "late-interaction", "--token-dim", "8", "--output", str(late)]) == 0
+    assert main([*argv, "--objective", "cross-encoder-binary", "--output", str(rerank)]) == 0
+    assert "trained 2 steps" in capsys.readouterr().err
+    assert MultiVectorEncoder.load(late, device="cpu").dimension == 8
+    assert len(CrossEncoder.load(rerank, device="cpu", precision="fp32").predict([("sky", "blue")])) == 1
+    again = ["train", "--model", str(late), "--train", str(mined), "--output", str(tmp_path / "m"), *COMMON]
+    assert main([*again, "--objective", "mnrl"]) == 2
+    assert "is a late-interaction model; train it with --objective late-interaction" in capsys.readouterr().err

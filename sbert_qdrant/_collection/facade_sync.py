@@ -17,7 +17,7 @@ from qdrant_client import QdrantClient, models
 from ..dedup import Calibration
 from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only, first_chunks_only
 from ..errors import InvalidArgumentError
-from ..protocols import Reranker, TextEncoder
+from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
 from ..settings import Settings
 from ..store.factory import open_store
@@ -123,16 +123,21 @@ class TextCollection(CollectionBase):
         on_conflict: OnConflict = "overwrite",
         bulk: bool = False,
         show_progress_bar: bool | None = None,
+        named_vectors: Mapping[str, TextEncoder | TokenEncoder] | None = None,
     ) -> UpsertResult:
         """Copy every text and document into the collection ``collection_name`` (on the same engine), encoded by
         ``encoder``: the same ids, payloads and chunks (each re-encoded with its document's context), BM25 with
         this collection's settings, the collection created with this one's; returns the point ids written (texts
-        and chunks). Re-running resumes (``on_conflict="skip"``). This collection is left as it is: move readers
-        with ``set_alias`` (atomic, on a server or local mode) or, on Qdrant Edge, by opening the new name, then
-        ``delete_collection`` it. A calibrated duplicate threshold is not copied (it belongs to the old model).
-        Holds every point's payload (not its vector) in memory while it copies.
+        and chunks). ``named_vectors`` adds slots to the new collection, filled in the same pass (e.g. a
+        late-interaction slot: ``{"tokens": MultiVectorEncoder}``). Re-running resumes (``on_conflict="skip"``).
+        This collection is left as it is: move readers with ``set_alias`` (atomic, on a server or local mode) or,
+        on Qdrant Edge, by opening the new name, then ``delete_collection`` it. A calibrated duplicate threshold is
+        not copied (it belongs to the old model). Holds every point's payload (not its vector) in memory while it
+        copies.
         """
-        return reembed_into(self._ctx, collection_name, encoder, batch_size, on_conflict, bulk, show_progress_bar)
+        return reembed_into(
+            self._ctx, collection_name, encoder, batch_size, on_conflict, bulk, show_progress_bar, named_vectors
+        )
 
     def set_alias(self, alias: str) -> None:
         """Make ``alias`` name this collection, moved atomically from the collection it named (a server, local

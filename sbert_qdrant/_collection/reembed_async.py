@@ -6,11 +6,12 @@ Written once, for asyncio; ``tools/unasync.py`` derives ``_reembed_sync.py``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 from ..documents import encoded_text
 from ..errors import InvalidArgumentError
-from ..protocols import TextEncoder
+from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
 from ..store.base import StoredRecord
 from ..types import OnConflict
@@ -30,9 +31,10 @@ async def reembed_into(
     on_conflict: OnConflict,
     bulk: bool,
     show_progress_bar: bool | None,
+    named_vectors: Mapping[str, TextEncoder | TokenEncoder] | None = None,
 ) -> UpsertResult:
-    """Copy every point of ``source`` into ``collection_name`` on the same engine, encoded by ``encoder``
-    (``AsyncTextCollection.reembed``)."""
+    """Copy every point of ``source`` into ``collection_name`` on the same engine, encoded by ``encoder`` and the
+    encoders of ``named_vectors`` (``AsyncTextCollection.reembed``)."""
     config = source.config
     config.require_writable()
     batch = config.check_write(batch_size, on_conflict, source.store.upsert_batch)
@@ -46,11 +48,13 @@ async def reembed_into(
             collection_name,
             encoder,
             sparse=source.bm25,  # the BM25 settings the source was indexed with (None: dense only)
+            named_vectors=named_vectors,
             vector_name=config.vector_name,
             distance=config.distance,
             on_disk=config.on_disk,
             hnsw=config.hnsw,
             quantization=config.quantization,
+            first_stage_dim=config.first_stage_dim,
             shard_number=config.shard_number,
             replication_factor=config.replication_factor,
             payload_indexes=config.payload_indexes,

@@ -35,6 +35,7 @@ def _layout(
     vector_name: str,
     text_field: str,
     distance: str,
+    first_stage_dim: int | None = None,
 ) -> PointLayout:
     """The layout given, else the one the plain arguments describe: another tool's (``text_field``), else ours."""
     if given is not None:
@@ -46,6 +47,11 @@ def _layout(
             raise InvalidArgumentError(
                 "layout= names the slots and fields itself; drop vector_name=, text_field= and distance=, or layout=."
             )
+        if first_stage_dim is not None:
+            raise InvalidArgumentError(
+                "layout= names the slots itself; drop first_stage_dim=, or build the layout with "
+                "PointLayout.ours(..., first_stage_dim=)."
+            )
         if given.sparse is not None and sparse is None:
             raise InvalidArgumentError(f"sparse=None, but the layout has the sparse slot {given.sparse.name!r}.")
         return given
@@ -56,14 +62,16 @@ def _layout(
             f"text_field={text_field!r} must name the payload field holding the text, e.g. 'page_content'."
         )
     if text_field != TEXT_KEY:
-        if named_vectors:
-            raise InvalidArgumentError("named_vectors= adds slots to a collection of sbert-qdrant's own layout only.")
+        if named_vectors or first_stage_dim is not None:
+            raise InvalidArgumentError(
+                "named_vectors= and first_stage_dim= add slots to a collection of sbert-qdrant's own layout only."
+            )
         return PointLayout.foreign(vector_name, text_field, distance=distance)  # type: ignore[arg-type]
     slots = [VectorSlot(vector_name, distance=distance)]  # type: ignore[arg-type]
     for name, value in named_vectors.items():
         slot = _token_slot(name, value) if is_token_encoder(value) else VectorSlot(name, distance=distance)  # type: ignore[arg-type]
         slots.append(slot)
-    return PointLayout.ours(tuple(slots), sparse is not None)
+    return PointLayout.ours(tuple(slots), sparse is not None, first_stage_dim)
 
 
 def is_token_encoder(value: object) -> bool:
@@ -81,7 +89,8 @@ def _encoders(
 ) -> tuple[dict[str, TextEncoder], dict[str, TokenEncoder]]:
     """The encoder of every dense slot of ``layout`` (``encoder`` fills the primary, ``named_vectors`` the others)
     and of every multivector slot (a token encoder from ``named_vectors``)."""
-    slots = {slot.name: slot.kind for slot in layout.slots if slot.kind != "sparse"}
+    # a first stage is filled from its full slot's vectors, not by an encoder of its own
+    slots = {slot.name: slot.kind for slot in layout.slots if slot.kind != "sparse" and slot.prefix_of is None}
     given = {layout.primary.name: ("encoder", encoder)} | {
         k: (f"named_vectors[{k!r}]", v) for k, v in named_vectors.items()
     }
@@ -154,6 +163,7 @@ class CollectionConfig:
         vector_name: str = "text",
         text_field: str = TEXT_KEY,
         distance: str = "cosine",
+        first_stage_dim: int | None = None,
         **options: Any,
     ) -> CollectionConfig:
         """The settings, each argument checked (before anything is written)."""
@@ -171,7 +181,7 @@ class CollectionConfig:
             raise InvalidArgumentError(f"encode_batch_size={batch!r} must be a positive integer.")
         if not (sparse is None or sparse == "bm25" or isinstance(sparse, Bm25)):
             raise InvalidArgumentError(f"sparse={sparse!r} must be 'bm25', a Bm25(...) configuration, or None.")
-        chosen = _layout(layout, sparse, named_vectors or {}, vector_name, text_field, distance)
+        chosen = _layout(layout, sparse, named_vectors or {}, vector_name, text_field, distance, first_stage_dim)
         encoders, token_encoders = _encoders(chosen, encoder, named_vectors or {})
         sizes = {name: (e.dimension, identity_of(e)) for name, e in {**encoders, **token_encoders}.items()}
         options["payload_indexes"] = dict(options.get("payload_indexes") or {})
@@ -203,6 +213,12 @@ class CollectionConfig:
     def text_field(self) -> str:
         return self.layout.text_field
 
+    @property
+    def first_stage_dim(self) -> int | None:
+        """The size of the primary's first stage (None: without one)."""
+        first = self.layout.first_stage(self.vector_name)
+        return None if first is None else first.size
+
     def token_encoder_of(self, slot: str) -> TokenEncoder:
         """The token encoder of the multivector slot ``slot`` (an unknown one refused, naming those there are)."""
         return self.token_encoders[self.layout.slot(slot, "multivector").name]
@@ -231,6 +247,9 @@ class CollectionConfig:
         others = {s.name: s.filled_by for s in filled if s.filled_by is not None}
         if others:
             ours["slots"] = others
+        first = self.layout.first_stage(self.vector_name)
+        if first is not None:
+            ours["first_stage"] = {"slot": first.name, "dim": first.size}
         if self.bm25 is not None:
             ours["bm25"] = self.bm25.to_dict()
         vectors = [s for s in self.layout.slots if s.kind != "sparse"]
@@ -299,6 +318,7 @@ class CollectionConfig:
         BM25 settings when sbert-qdrant wrote a sparse vector into it, else None (dense only)."""
         name, metadata = self.collection_name, ours(existing.metadata)
         written_by = {self.vector_name: metadata.get("encoder"), **(metadata.get("slots") or {})}
+        self._check_first_stage(metadata.get("first_stage"))
         for slot in self.layout.slots:
             if slot.kind == "sparse":
                 continue
@@ -328,6 +348,20 @@ class CollectionConfig:
                 "into another collection_name."
             )
         return active
+
+    def _check_first_stage(self, stored: Mapping[str, Any] | None) -> None:
+        """Refuse to open a collection with another first stage than it was created with (new points would lack
+        its vectors, or fill a slot it does not have)."""
+        first = self.layout.first_stage(self.vector_name)
+        stored_dim = None if stored is None else stored.get("dim")
+        if (None if first is None else first.size) != stored_dim:
+            opened = "no first stage" if first is None else f"first_stage_dim={first.size}"
+            made = "without a first stage" if stored_dim is None else f"with first_stage_dim={stored_dim}"
+            raise CollectionMismatchError(
+                f"collection {self.collection_name!r} was created {made}, but is opened with {opened}; open it as "
+                f"it was created (first_stage_dim={stored_dim}), or re-embed it into a new collection "
+                "(reembed) to change it."
+            )
 
     def given_vectors(self, vectors_from: str | None, vectors: object, rows: bool = False) -> VectorShape | None:
         """The shape vectors encoded elsewhere must have (None: the collection encodes), once their encoder is

@@ -16,7 +16,16 @@ from ..encoder import Bm25
 from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
 from ..protocols import Reranker
 from ..records import Hit, check_text
-from ..store.base import Diversified, Fused, Nearest, PayloadSelector, Rescored, ScoredRecord, SearchQuery
+from ..store.base import (
+    Diversified,
+    Fused,
+    Nearest,
+    PayloadSelector,
+    Rescored,
+    ScoredRecord,
+    SearchQuery,
+    default_search,
+)
 from ..types import FUSIONS, SEARCH_MODES, Fusion, SearchMode
 from .filters import engine_filter
 from .schema import CollectionConfig
@@ -178,13 +187,14 @@ def engine_searches(
         ]
     searches: list[SearchQuery] = []
     for i in range(len(texts)):
-        base: Nearest | Fused
+        base: Nearest | Fused | Rescored
         if plan.mode == "dense":
-            base = Nearest(name, dense[i], plan.params)
+            base = dense_search(settings, name, dense[i], plan)
         elif plan.mode == "sparse":
             base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is there
         else:
-            sources = (Nearest(name, dense[i], plan.params), Nearest(sparse.name, lexical[i]))  # type: ignore[union-attr]
+            lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
+            sources = (dense_search(settings, name, dense[i], plan), lexical_source)
             base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
         if plan.rescore is not None:
             searches.append(Rescored(base, plan.rescore, tokens[i], plan.candidates))
@@ -194,6 +204,17 @@ def engine_searches(
             source = None if plan.mode == "dense" else base
             searches.append(Diversified(name, dense[i], plan.diversity, plan.candidates, source, plan.params))
     return searches
+
+
+def dense_search(settings: CollectionConfig, name: str, vector: list[float], plan: SearchPlan) -> Nearest | Rescored:
+    """The nearest points of dense slot ``name``; where it has a first stage, its ``candidates`` nearest by the
+    vector's first values, re-scored by the full vector in the engine (prefetch, then query). Without
+    ``search_params``, a quantized collection's codes are searched oversampled and re-scored by the originals."""
+    params = plan.params if plan.params is not None else default_search(settings.quantization)
+    first = settings.layout.first_stage(name)
+    if first is None:
+        return Nearest(name, vector, params)
+    return Rescored(Nearest(first.name, vector[: first.size], params), name, vector, plan.candidates)
 
 
 def payload_selector(settings: CollectionConfig, with_payload: bool, rerank: Reranker | None) -> PayloadSelector:

@@ -32,7 +32,7 @@ from ..records import (
     checked_batches,
     point_id,
 )
-from ..store.base import Nearest, PointVectors, StoredRecord
+from ..store.base import PointVectors, StoredRecord
 from ..types import Fusion, OnConflict, SearchMode
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
@@ -42,10 +42,12 @@ from .pipeline_async import Step
 from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
+    MIN_CANDIDATES,
     SearchPlan,
     check_limit,
     check_offset,
     check_queries,
+    dense_search,
     engine_searches,
     hits,
     payload_selector,
@@ -173,7 +175,8 @@ class AsyncTexts:
                 f"vector has shape {np.shape(vector)}: pass {encoder.dimension} finite numbers, a vector of the "
                 f"model of slot {name!r} (its encode_query)."
             )
-        _, selected = check_queries(config, [], limit, query_filter, score_threshold, SearchPlan(using=using))
+        plan = SearchPlan(using=using, candidates=max(limit + offset, MIN_CANDIDATES))
+        _, selected = check_queries(config, [], limit, query_filter, score_threshold, plan)
         if exclude is not None:
             selected = models.Filter(
                 must=[selected] if selected else None, must_not=[models.HasIdCondition(has_id=[exclude])]
@@ -181,7 +184,7 @@ class AsyncTexts:
         await context.ensure(create=False)
         found = await context.store.query(
             context.name,
-            [Nearest(name, query.tolist())],
+            [dense_search(config, name, query.tolist(), plan)],
             limit + offset,
             context.texts_only(selected),
             score_threshold,

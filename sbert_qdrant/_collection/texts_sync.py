@@ -34,7 +34,7 @@ from ..records import (
     checked_batches,
     point_id,
 )
-from ..store.base import Nearest, PointVectors, StoredRecord
+from ..store.base import PointVectors, StoredRecord
 from ..types import Fusion, OnConflict, SearchMode
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -44,10 +44,12 @@ from .pipeline_sync import Step
 from .runtime_sync import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
+    MIN_CANDIDATES,
     SearchPlan,
     check_limit,
     check_offset,
     check_queries,
+    dense_search,
     engine_searches,
     hits,
     payload_selector,
@@ -175,7 +177,8 @@ class Texts:
                 f"vector has shape {np.shape(vector)}: pass {encoder.dimension} finite numbers, a vector of the "
                 f"model of slot {name!r} (its encode_query)."
             )
-        _, selected = check_queries(config, [], limit, query_filter, score_threshold, SearchPlan(using=using))
+        plan = SearchPlan(using=using, candidates=max(limit + offset, MIN_CANDIDATES))
+        _, selected = check_queries(config, [], limit, query_filter, score_threshold, plan)
         if exclude is not None:
             selected = models.Filter(
                 must=[selected] if selected else None, must_not=[models.HasIdCondition(has_id=[exclude])]
@@ -183,7 +186,7 @@ class Texts:
         context.ensure(create=False)
         found = context.store.query(
             context.name,
-            [Nearest(name, query.tolist())],
+            [dense_search(config, name, query.tolist(), plan)],
             limit + offset,
             context.texts_only(selected),
             score_threshold,

@@ -49,7 +49,8 @@ def point_vectors(
     progress: Callable[[int, int], None] | None = None,
 ) -> PointVectors:
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
-    ``given``, checked, from elsewhere), each multivector slot's token vectors and, with BM25, the term weights.
+    ``given``, checked, from elsewhere; a first stage cut from its full slot's), each multivector slot's token
+    vectors and, with BM25, the term weights.
     ``progress(done, total)`` is called after every ``PROGRESS_SLICE`` texts encoded."""
     encoded = [name for name in settings.encoders if given is None or name != settings.vector_name]
     total, done = len(texts) * len(encoded), 0
@@ -62,6 +63,9 @@ def point_vectors(
             if progress is not None:
                 progress(done, total)
         dense[name] = np.concatenate(parts)
+    for slot in settings.layout.slots:
+        if slot.prefix_of is not None:  # a first stage: the first values of its full slot's vectors
+            dense[slot.name] = np.ascontiguousarray(dense[slot.prefix_of][:, : slot.size])
     multi = {
         name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
         for name, encoder in settings.token_encoders.items()

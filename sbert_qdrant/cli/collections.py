@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import CollectionNotFoundError, InvalidArgumentError, PartialWriteError, UnsupportedError
-from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SEARCH_MODES
+from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, QUANTIZATIONS, SEARCH_MODES
 from ._input import cosine, counted, read_records, where_filter
 from ._load import add_load_options, encoder_spec
 
@@ -44,6 +44,8 @@ def open_collection(args: argparse.Namespace) -> TextCollection:
         settings=settings,
         show_progress_bar=args.progress,
         sparse="bm25" if getattr(args, "sparse", True) else None,
+        first_stage_dim=args.first_stage_dim,
+        quantization=args.quantization,
     )
 
 
@@ -280,6 +282,20 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--location", default=None, help="embedded Qdrant Edge folder (default: SBERT_QDRANT_LOCATION)")
     parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
     add_load_options(parser)
+    parser.add_argument(
+        "--first-stage-dim",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a first-stage slot of each vector's first N values, re-scored by the full vector (as the collection "
+        "was created)",
+    )
+    parser.add_argument(
+        "--quantization",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="storage preset of a new collection (searches re-score its codes by default; not in local mode)",
+    )
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
 

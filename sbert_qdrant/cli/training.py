@@ -16,7 +16,7 @@ from ..types import SEARCH_MODES, LabelKind
 from .collections import _add_engine_options, open_collection
 
 if TYPE_CHECKING:  # imported when a command runs: --help loads no torch or transformers
-    from ..encoder import CrossEncoder, SentenceEncoder
+    from ..encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder
     from ..training import Evaluator, Example, Objective
 
 #: objective -> (its loss class in sbert_qdrant.training, label kind, label column candidates, text column candidates).
@@ -54,11 +54,19 @@ _OBJECTIVES: dict[str, tuple[str, LabelKind | None, tuple[str, ...], tuple[tuple
         (),
         (("query", "positive", "negative"), ("anchor", "positive", "negative")),
     ),
+    "late-interaction": (
+        "MaxSimRankingLoss",
+        None,
+        (),
+        (("query", "positive", "negative"), ("anchor", "positive", "negative"), ("anchor", "positive")),
+    ),
 }
-#: Objectives that read a mined file's columns (query, positive, negative_1..k) when it has them.
-_MINED_OBJECTIVES = {"mnrl", "cross-encoder-listwise"}
-#: Objectives that train a CrossEncoder (the others train a SentenceEncoder).
+#: Objectives that read a mined file's columns (query, positive, negative_1..k) when it has them;
+#: cross-encoder-binary reads each (query, positive) as 1 and each (query, negative) as 0.
+_MINED_OBJECTIVES = {"mnrl", "cross-encoder-listwise", "cross-encoder-binary", "late-interaction"}
+#: Objectives that train a CrossEncoder, and the one that trains a MultiVectorEncoder (the others: SentenceEncoder).
 _CROSS_ENCODER_OBJECTIVES = {"cross-encoder-binary", "cross-encoder-regression", "cross-encoder-listwise"}
+_LATE_INTERACTION_OBJECTIVES = {"late-interaction"}
 _PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"), ("anchor", "positive"), ("query", "positive"))
 
 
@@ -89,19 +97,22 @@ def _label_column(path: str, given: str | None, candidates: Sequence[str]) -> st
 
 
 def _task(
-    args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder | CrossEncoder
+    args: argparse.Namespace, objective: str, path: str, encoder: SentenceEncoder | CrossEncoder | MultiVectorEncoder
 ) -> tuple[Objective, list[Example]]:
     from .. import training
-    from ..training.hard_negatives import mined_columns
+    from ..training.hard_negatives import MinedNegatives, mined_columns
 
     loss_name, kind, label_candidates, text_candidates = _OBJECTIVES[objective]
     loss_class: type[Objective] = getattr(training, loss_name)
     mined = mined_columns(read_columns(path)) if objective in _MINED_OBJECTIVES and not args.columns else None
+    options: dict[str, Any] = {"errors": "warn" if args.skip_bad_rows else "raise", "limit": args.limit}
+    if mined and objective == "cross-encoder-binary":
+        triplets = training.read_examples(path, mined, **options)
+        return loss_class(encoder), MinedNegatives(triplets).labelled_pairs()
     if mined:
         text_candidates = (tuple(mined), *text_candidates)
     texts = _columns(path, args.columns, text_candidates, objective)
     label = _label_column(path, args.label_column, label_candidates) if kind else None
-    options: dict[str, Any] = {"errors": "warn" if args.skip_bad_rows else "raise", "limit": args.limit}
     if kind == "class":
         options["label_map"] = {name: i for i, name in enumerate(training.NLI_LABELS)}
     examples = training.read_examples(path, texts, label, kind or "class", max_score=args.max_score, **options)
@@ -139,24 +150,31 @@ def _split(rows: list[Example]) -> tuple[list[str], list[str]]:
     return [r.texts[0] for r in rows], [r.texts[1] for r in rows]
 
 
-def _load_model(args: argparse.Namespace, train_cross_encoder: bool = False) -> SentenceEncoder | CrossEncoder:
-    """The model in ``--model``: a cross-encoder folder loads as one; training one from anything else starts it."""
-    from ..encoder import CrossEncoder, SentenceEncoder, resolve_model_folder
+def _load_model(args: argparse.Namespace, kind: str = "encoder") -> SentenceEncoder | CrossEncoder | MultiVectorEncoder:
+    """The model in ``--model``: a cross-encoder or multi-vector folder loads as one; training a cross-encoder
+    (``kind`` "cross-encoder") starts one from any other model's transformer, and training late interaction
+    (``kind`` "late-interaction") a new token projection of ``--token-dim`` over a sentence encoder's tokens."""
+    from ..encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder, resolve_model_folder
     from ..encoder.cross_loading import is_cross_encoder
+    from ..encoder.multivector import is_multivector_model
 
     folder = resolve_model_folder(args.model)
     device, max_seq_length = args.device, args.max_seq_length
     if is_cross_encoder(folder):
         return CrossEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
-    if train_cross_encoder:
+    if is_multivector_model(folder):
+        return MultiVectorEncoder.load(folder, device=device, max_seq_length=max_seq_length)
+    if kind == "cross-encoder":
         return CrossEncoder.from_transformer(folder, device=device, max_seq_length=max_seq_length, seed=args.seed)
-    return SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
+    encoder = SentenceEncoder.load(folder, device=device, max_seq_length=max_seq_length, precision="fp32")
+    if kind == "late-interaction":
+        return MultiVectorEncoder.from_encoder(encoder, dimension=args.token_dim, seed=args.seed)
+    return encoder
 
 
 def _train(args: argparse.Namespace) -> int:
     import torch
 
-    from ..encoder import CrossEncoder
     from ..training import Trainer, TrainingConfig
 
     objectives = args.objective or ["softmax-nli"]
@@ -166,25 +184,28 @@ def _train(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(
             f"got {len(args.objective)} --objective and {len(args.train)} --train; give one objective, or one per file."
         )
-    cross = {objective in _CROSS_ENCODER_OBJECTIVES for objective in objectives}
-    if len(cross) > 1:
+    kinds = {_model_kind(objective) for objective in objectives}
+    if len(kinds) > 1:
         raise InvalidArgumentError(
-            f"--objective {' '.join(objectives)} mixes cross-encoder objectives with bi-encoder ones; they train "
-            "different models, so train them in separate runs."
+            f"--objective {' '.join(objectives)} mixes objectives of {' and '.join(sorted(kinds))} models; they "
+            "train different models, so train them in separate runs."
         )
     evaluators = _evaluators(args)
     if len(evaluators) > 1:
         raise InvalidArgumentError(
             "give one --eval-sts, --eval-pairs or --eval-retrieval file; the best model is kept by its metric."
         )
-    encoder = _load_model(args, train_cross_encoder=cross == {True})
-    if isinstance(encoder, CrossEncoder) != (cross == {True}):
+    (kind,) = kinds
+    encoder = _load_model(args, kind)
+    if _kind_of(encoder) != kind:
+        fitting = sorted(o for o in _OBJECTIVES if _model_kind(o) == _kind_of(encoder))
         raise InvalidArgumentError(
-            f"--model {args.model} is a cross-encoder; train it with --objective cross-encoder-binary, "
-            "cross-encoder-regression or cross-encoder-listwise."
+            f"--model {args.model} is a {_kind_of(encoder)} model; train it with --objective {', '.join(fitting)}."
         )
     torch.manual_seed(args.seed)  # the objectives' heads (SoftmaxLoss) start from the same weights every run
     tasks = [_task(args, objective, path, encoder) for objective, path in zip(objectives, args.train, strict=True)]
+    if args.matryoshka_dims:
+        tasks = [(_matryoshka(args, objective), examples) for objective, examples in tasks]
     config = TrainingConfig(
         batch_sampler=args.batch_sampler,
         epochs=args.epochs,
@@ -201,7 +222,7 @@ def _train(args: argparse.Namespace) -> int:
     evaluator = evaluators[0][2] if evaluators else None
     trainer = Trainer(encoder, tasks, config, evaluator=evaluator, output_dir=args.output)
     if evaluator is not None:
-        print(json.dumps({"step": 0, **evaluator(encoder)}))
+        print(json.dumps({"step": 0, **evaluator(_evaluable(encoder))}))
     result = trainer.fit(resume_from=args.output if args.resume else None)
     for step, metrics in result.evaluations:
         print(json.dumps({"step": step, **metrics}))
@@ -211,6 +232,54 @@ def _train(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _evaluable(model: SentenceEncoder | CrossEncoder | MultiVectorEncoder) -> SentenceEncoder | CrossEncoder:
+    """The model, when the evaluators can read it (a multi-vector model is measured through a collection)."""
+    from ..encoder import MultiVectorEncoder
+
+    if isinstance(model, MultiVectorEncoder):
+        raise InvalidArgumentError(
+            f"--model {model.name} is a multi-vector model; the evaluators read a sentence encoder or a "
+            "cross-encoder: measure it through a collection with its multivector slot (search_text(rescore=...))."
+        )
+    return model
+
+
+def _model_kind(objective: str) -> str:
+    if objective in _CROSS_ENCODER_OBJECTIVES:
+        return "cross-encoder"
+    return "late-interaction" if objective in _LATE_INTERACTION_OBJECTIVES else "encoder"
+
+
+def _kind_of(model: object) -> str:
+    from ..encoder import CrossEncoder, MultiVectorEncoder
+
+    if isinstance(model, CrossEncoder):
+        return "cross-encoder"
+    return "late-interaction" if isinstance(model, MultiVectorEncoder) else "encoder"
+
+
+def _matryoshka(args: argparse.Namespace, objective: Objective) -> Objective:
+    """``objective`` summed over the ``--matryoshka-dims`` cuts of the embeddings (a bi-encoder's only)."""
+    from ..training import MatryoshkaLoss, SentenceObjective
+
+    if not isinstance(objective, SentenceObjective):
+        raise InvalidArgumentError(
+            "--matryoshka-dims trains a bi-encoder's embeddings; drop it for the cross-encoder and "
+            "late-interaction objectives."
+        )
+    dims, weights = _numbers(args.matryoshka_dims, "--matryoshka-dims", int), None
+    if args.matryoshka_weights:
+        weights = _numbers(args.matryoshka_weights, "--matryoshka-weights", float)
+    return MatryoshkaLoss(objective, dims, weights)
+
+
+def _numbers(given: str, flag: str, kind: type[int] | type[float]) -> list[Any]:
+    try:
+        return [kind(part) for part in given.split(",")]
+    except ValueError:
+        raise InvalidArgumentError(f"{flag} {given!r} must be comma-separated numbers, e.g. 384,256,128,64.") from None
 
 
 def _mine(args: argparse.Namespace) -> int:
@@ -245,7 +314,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     evaluators = _evaluators(args)
     if not evaluators:
         raise InvalidArgumentError("nothing to evaluate; give --sts, --pairs or --retrieval FILE.")
-    encoder = _load_model(args)
+    encoder = _evaluable(_load_model(args))
     for name, path, evaluator in evaluators:
         print(json.dumps({"evaluator": name, "file": path, **evaluator(encoder)}))
     return 0
@@ -255,8 +324,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         default=None,
-        help="folder or hub id (default: all-MiniLM-L6-v2); a cross-encoder folder loads as a cross-encoder, and the "
-        "cross-encoder objectives start a new one from any other model's transformer",
+        help="folder or hub id (default: all-MiniLM-L6-v2); a cross-encoder folder loads as a cross-encoder and a "
+        "multi-vector folder as a late-interaction model; the cross-encoder objectives start a new cross-encoder from "
+        "any other model's transformer, late-interaction a new token projection over a sentence encoder's tokens",
     )
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1, mps (default: best available)")
     parser.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
@@ -297,7 +367,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         choices=("random", "no_duplicates"),
         help="no_duplicates: no text twice in a batch (no in-batch false negatives for mnrl)",
     )
+    train.add_argument(
+        "--matryoshka-dims",
+        default=None,
+        metavar="DIMS",
+        help="also train the embeddings cut to these sizes, e.g. 384,256,128,64 (MatryoshkaLoss around each "
+        "bi-encoder objective), so that truncate_dim keeps their quality",
+    )
+    train.add_argument(
+        "--matryoshka-weights",
+        default=None,
+        metavar="W",
+        help="one weight per --matryoshka-dims size (default: 1 each)",
+    )
     train.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    train.add_argument(
+        "--token-dim",
+        type=int,
+        default=128,
+        help="late-interaction: the new token projection's size over a sentence encoder's tokens",
+    )
     _common(train)
     train.set_defaults(run=_train)
 

@@ -4,7 +4,8 @@ token projection (Dense on ``token_embeddings``) -> MultiVectorMask -> Normalize
 
 ``MultiVectorEncoder.load(folder)`` reads such a folder (a ColBERT model you bring, or one saved here);
 ``MultiVectorEncoder.from_encoder(encoder)`` is the training-free variant: the encoder's own token vectors, unit
-length, no projection.
+length, no projection; ``from_encoder(encoder, dimension=128)`` adds a new token projection to train with
+``MaxSimRankingLoss`` (sbert_qdrant.training).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class MultiVectorEncoder(torch.nn.Module):
     """
 
     multivector = True
+    #: What the Trainer asks of a model: its weights are fp32, never chosen by "auto".
+    precision = "fp32"
+    auto_precision = False
 
     def __init__(
         self,
@@ -55,7 +59,7 @@ class MultiVectorEncoder(torch.nn.Module):
         skiplist_ids: frozenset[int] = frozenset(),
         name: str = "multivector",
         pool_factor: int = 1,
-        device: str | None = None,
+        device: str | torch.device | None = None,
     ) -> None:
         super().__init__()
         if isinstance(pool_factor, bool) or not isinstance(pool_factor, int) or pool_factor < 1:
@@ -111,20 +115,20 @@ class MultiVectorEncoder(torch.nn.Module):
         out: list[np.ndarray] = [np.zeros((0, self.dimension), np.float32)] * len(texts)
         for index in length_sorted_batches([len(row) for row in ids], batch_size):
             rows = [ids[i] for i in index]
-            features = self.transformer.collate(rows, self.device)
             with torch.inference_mode():
-                tokens = self.transformer(features)[_TOKENS]
-                if self.projection is not None:
-                    tokens = self.projection.activation(
-                        self.projection.linear(tokens.to(self.projection.linear.weight.dtype))
-                    )
-                if self.normalize:
-                    tokens = torch.nn.functional.normalize(tokens, p=2, dim=-1)
+                tokens = self.token_vectors(self.transformer(self.transformer.collate(rows, self.device))[_TOKENS])
             vectors = tokens.float().cpu().numpy()
             for row, i in enumerate(index):
                 keep = [j for j, token in enumerate(rows[row]) if not (skip and token in self.skiplist_ids)]
                 out[i] = np.ascontiguousarray(vectors[row, keep])
         return out
+
+    def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The transformer's ``(batch, tokens, width)`` output through the projection and normalization (the part
+        ``MaxSimRankingLoss`` trains)."""
+        if self.projection is not None:
+            tokens = self.projection.activation(self.projection.linear(tokens.to(self.projection.linear.weight.dtype)))
+        return torch.nn.functional.normalize(tokens, p=2, dim=-1) if self.normalize else tokens
 
     def _pooled(self, vectors: np.ndarray) -> np.ndarray:
         """Neighbouring token vectors merged (mean, renormalized) until about ``1 / pool_factor`` are left, the most
@@ -146,19 +150,46 @@ class MultiVectorEncoder(torch.nn.Module):
     # -- making, loading, saving -----------------------------------------------------------------------------------
 
     @classmethod
-    def from_encoder(cls, encoder: Any, pool_factor: int = 1) -> MultiVectorEncoder:
-        """The training-free variant: a SentenceEncoder's own token vectors, unit length, no projection."""
+    def from_encoder(
+        cls, encoder: Any, pool_factor: int = 1, *, dimension: int | None = None, seed: int = 0
+    ) -> MultiVectorEncoder:
+        """A SentenceEncoder's own token vectors, unit length (its transformer shared, not copied).
+
+        dimension: None is the training-free variant (no projection); a size adds a new token projection to that
+        many dimensions (ColBERT's is 128), its initial weights depending on ``seed`` alone, to train with
+        ``MaxSimRankingLoss``.
+        """
         transformer = getattr(encoder, "transformer", None)
         if not isinstance(transformer, Transformer):
             raise InvalidArgumentError(f"{encoder!r:.60} has no Transformer; pass a SentenceEncoder.")
-        name = f"{getattr(encoder, 'name', 'encoder')}-tokens"
-        return cls(transformer, None, True, frozenset(), name, pool_factor, str(encoder.device))
+        if dimension is not None and (isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1):
+            raise InvalidArgumentError(f"dimension={dimension!r} must be a positive integer (None: no projection).")
+        projection = None
+        if dimension is not None:
+            projection = Dense(transformer.dimension, dimension, bias=False)
+            generator = torch.Generator().manual_seed(seed)
+            bound = transformer.dimension**-0.5  # nn.Linear's default range, drawn from our own generator
+            with torch.no_grad():
+                projection.linear.weight.uniform_(-bound, bound, generator=generator)
+        name = f"{getattr(encoder, 'name', 'encoder')}-tokens" + ("" if dimension is None else f"-{dimension}")
+        return cls(transformer, projection, True, frozenset(), name, pool_factor, str(encoder.device))
 
     @classmethod
     def load(
-        cls, model: str | os.PathLike[str], *, device: str | None = None, pool_factor: int = 1
+        cls,
+        model: str | os.PathLike[str],
+        *,
+        device: str | torch.device | None = None,
+        pool_factor: int = 1,
+        precision: str = "fp32",
+        max_seq_length: int | None = None,
     ) -> MultiVectorEncoder:
-        """A multi-vector model folder in the sentence-transformers 6 format (or a hub id / installed model)."""
+        """A multi-vector model folder in the sentence-transformers 6 format (or a hub id / installed model).
+
+        precision: "fp32" only (what a multi-vector model runs at; the Trainer passes it). max_seq_length: the
+        token limit to read texts at (None: the folder's; e.g. 256 for a model trained at 128)."""
+        if precision != "fp32":
+            raise InvalidArgumentError(f"precision={precision!r}: a MultiVectorEncoder runs at 'fp32' only.")
         folder = resolve_model_folder(model)
         modules = json.loads((folder / MODULES_FILE).read_text(encoding="utf-8"))
         kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
@@ -168,6 +199,8 @@ class MultiVectorEncoder(torch.nn.Module):
                 "[MultiVectorMask] -> [Normalize], as sentence-transformers' MultiVectorEncoder saves."
             )
         transformer = Transformer.load(folder / modules[0].get("path", ""))
+        if max_seq_length is not None:
+            transformer.set_max_seq_length(max_seq_length)
         projection, normalize, skiplist = None, False, frozenset[int]()
         for entry, kind in zip(modules[1:], kinds[1:], strict=True):
             sub = folder / entry["path"]
@@ -208,6 +241,12 @@ class MultiVectorEncoder(torch.nn.Module):
         (root / MODULES_FILE).write_text(json.dumps(modules, indent=2) + "\n")
         model_config = {"model_type": "MultiVectorEncoder", "prompts": {"query": "", "document": ""}}
         (root / MODEL_CONFIG_FILE).write_text(json.dumps(model_config, indent=2) + "\n")
+
+
+def is_multivector_model(folder: Path) -> bool:
+    """Whether a model folder holds a multi-vector model (sentence-transformers 6 writes its model_type)."""
+    config = folder / MODEL_CONFIG_FILE
+    return config.is_file() and read_json(config).get("model_type") == "MultiVectorEncoder"
 
 
 def _skiplist(transformer: Transformer, config: dict[str, Any]) -> frozenset[int]:

@@ -38,25 +38,48 @@ _TO_QDRANT = {
 def create_kwargs(spec: CollectionSpec) -> dict[str, Any]:
     """Arguments of ``create_collection`` for a spec (a lone vector named ``""`` is the collection's unnamed one)."""
     params = {name: _vector_params(spec, name, vector) for name, vector in spec.vectors.items()}
-    quantization: models.QuantizationConfig | None = None
-    if spec.quantization == "int8":
-        quantization = models.ScalarQuantization(
-            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
-        )
-    elif spec.quantization == "binary":
-        quantization = models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True))
     sparse = {name: models.SparseVectorParams(modifier=models.Modifier.IDF) for name in sorted(spec.sparse)}
     return {
         "collection_name": spec.name,
         "vectors_config": params[""] if list(params) == [""] else params,
         "sparse_vectors_config": sparse or None,
         "hnsw_config": spec.hnsw,
-        "quantization_config": quantization,
+        "quantization_config": _quantization(spec),
         "on_disk_payload": spec.on_disk or None,
         "shard_number": spec.shard_number,
         "replication_factor": spec.replication_factor,
         "metadata": spec.metadata or None,
     }
+
+
+_BINARY_ENCODINGS = {
+    "binary": models.BinaryQuantizationEncoding.ONE_BIT,
+    "binary-1.5bit": models.BinaryQuantizationEncoding.ONE_AND_HALF_BITS,
+    "binary-2bit": models.BinaryQuantizationEncoding.TWO_BITS,
+}
+
+
+def _quantization(spec: CollectionSpec) -> models.QuantizationConfig | None:
+    """The storage preset's quantization (codes in RAM beside the originals); float16 is a datatype instead."""
+    if spec.quantization == "int8":
+        return models.ScalarQuantization(
+            scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99, always_ram=True)
+        )
+    if spec.quantization in _BINARY_ENCODINGS:
+        encoding = _BINARY_ENCODINGS[spec.quantization]
+        return models.BinaryQuantization(binary=models.BinaryQuantizationConfig(always_ram=True, encoding=encoding))
+    return None
+
+
+def check_local_create(spec: CollectionSpec) -> None:
+    """Refuse a storage preset in qdrant-client's local mode, which keeps and searches float32 vectors only: the
+    preset would be silently ignored (and its recall measured on what it is not)."""
+    if spec.quantization is not None:
+        raise UnsupportedError(
+            f"qdrant-client's local mode stores float32 vectors only, so it cannot create collection {spec.name!r} "
+            f"with quantization={spec.quantization!r}; use Qdrant Edge (location=) or a Qdrant server, or drop "
+            "quantization= here."
+        )
 
 
 def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> models.VectorParams:
@@ -68,6 +91,7 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> model
             models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if vector.multivector else None
         ),
         hnsw_config=models.HnswConfigDiff(m=0) if name in spec.unindexed else None,
+        datatype=models.Datatype.FLOAT16 if spec.quantization == "float16" else None,
     )
 
 

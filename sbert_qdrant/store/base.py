@@ -13,6 +13,34 @@ from qdrant_client import models
 from ..types import Fusion, Quantization
 
 Payload = dict[str, Any]
+
+#: Each storage preset: bits a value of the searched vectors takes, and the oversampling its searches re-score the
+#: originals with by default (None: the stored vectors are searched as they are). int8 x2 and binary x4 lose
+#: nothing measurable / 7 % of recall@10 on 100,000 sentences (docs/scale.md); docs/collections.md has SciFact's.
+STORAGE_PRESETS: dict[Quantization | None, tuple[float, float | None]] = {
+    None: (32.0, None),
+    "float16": (16.0, None),
+    "int8": (8.0, 2.0),
+    "binary-2bit": (2.0, 3.0),
+    "binary-1.5bit": (1.5, 3.0),
+    "binary": (1.0, 4.0),
+}
+
+
+def searched_bytes(size: int, quantization: Quantization | None) -> float:
+    """Bytes of one ``size``-value vector as a search reads it in RAM under a storage preset."""
+    return size * STORAGE_PRESETS[quantization][0] / 8
+
+
+def default_search(quantization: Quantization | None) -> models.SearchParams | None:
+    """The dense search a preset gets unless the caller gives ``search_params``: its codes' oversampled
+    candidates re-scored by the original vectors."""
+    oversampling = STORAGE_PRESETS[quantization][1]
+    if oversampling is None:
+        return None
+    return models.SearchParams(quantization=models.QuantizationSearchParams(rescore=True, oversampling=oversampling))
+
+
 #: Whole payloads (True), none (False), or only the fields named.
 PayloadSelector = bool | list[str]
 #: A sparse vector: (indices, values), in the same order.
@@ -96,7 +124,7 @@ class Nearest:
 class Fused:
     """Each source's ``candidates`` best points, fused by the engine (reciprocal rank or distribution-based)."""
 
-    sources: tuple[Nearest, ...]
+    sources: tuple[Nearest | Rescored, ...]
     fusion: Fusion
     candidates: int
     weights: tuple[float, ...] | None = None
@@ -111,16 +139,17 @@ class Diversified:
     vector: list[float]
     diversity: float
     candidates: int
-    source: Nearest | Fused | None = None
+    source: Nearest | Fused | Rescored | None = None
     params: models.SearchParams | None = None
 
 
 @dataclass(frozen=True)
 class Rescored:
-    """``candidates`` points of ``source``, re-scored by ``vector`` under the named (multi)vector: late interaction
-    (MaxSim over token vectors) as the last stage of a search, in the engine."""
+    """``candidates`` points of ``source``, re-scored by ``vector`` under the named (multi)vector, in the engine:
+    late interaction (MaxSim over token vectors) as the last stage of a search, or a full vector re-scoring what
+    its first stage (its first values) found."""
 
-    source: Nearest | Fused
+    source: Nearest | Fused | Rescored
     using: str
     vector: SlotVector
     candidates: int

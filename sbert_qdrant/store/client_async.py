@@ -66,6 +66,8 @@ class AsyncClientStore(AsyncVectorStore):
         return sorted(c.name for c in found.collections)
 
     async def create(self, spec: CollectionSpec) -> None:
+        if self.local:
+            rq.check_local_create(spec)
         try:
             await self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
         except StoreError:

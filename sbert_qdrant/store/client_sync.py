@@ -67,6 +67,8 @@ class ClientStore(VectorStore):
         return sorted(c.name for c in found.collections)
 
     def create(self, spec: CollectionSpec) -> None:
+        if self.local:
+            rq.check_local_create(spec)
         try:
             self._call(f"create_collection({spec.name!r})", "create_collection", **rq.create_kwargs(spec))
         except StoreError:

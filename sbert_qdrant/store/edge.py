@@ -130,16 +130,11 @@ class EdgeStore(VectorStore):
         if spec.hnsw is not None:
             given = spec.hnsw.model_dump(exclude_none=True)
             hnsw = qe.HnswIndexConfig(**{k: given.get(k, v) for k, v in _HNSW_DEFAULTS.items()})
-        quantization: Any = None
-        if spec.quantization == "int8":
-            quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
-        elif spec.quantization == "binary":
-            quantization = qe.BinaryQuantizationConfig(always_ram=True)
         config = qe.EdgeConfig(
             vectors={name: _vector_params(spec, name, vector) for name, vector in spec.vectors.items()},
             sparse_vectors={name: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf) for name in spec.sparse} or None,
             hnsw_config=hnsw,
-            quantization_config=quantization,
+            quantization_config=_quantization(spec),
         )
         folder.mkdir(parents=True, exist_ok=True)
         self._write_metadata(spec.name, spec.metadata)
@@ -320,6 +315,22 @@ def _edge_vector(value: SlotVector) -> Any:
     return qe.SparseVector(*value) if isinstance(value, tuple) else value
 
 
+_BINARY_ENCODINGS = {
+    "binary": qe.BinaryQuantizationEncoding.OneBit,
+    "binary-1.5bit": qe.BinaryQuantizationEncoding.OneAndHalfBits,
+    "binary-2bit": qe.BinaryQuantizationEncoding.TwoBits,
+}
+
+
+def _quantization(spec: CollectionSpec) -> Any:
+    """The storage preset's quantization (codes in RAM beside the originals); float16 is a datatype instead."""
+    if spec.quantization == "int8":
+        return qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+    if spec.quantization in _BINARY_ENCODINGS:
+        return qe.BinaryQuantizationConfig(always_ram=True, encoding=_BINARY_ENCODINGS[spec.quantization])
+    return None
+
+
 def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.EdgeVectorParams:
     return qe.EdgeVectorParams(
         size=vector.size,
@@ -329,6 +340,7 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.Ed
         hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
         if name in spec.unindexed
         else None,
+        datatype=qe.VectorStorageDatatype.Float16 if spec.quantization == "float16" else None,
     )
 
 

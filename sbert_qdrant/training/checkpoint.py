@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from ..encoder import CrossEncoder, SentenceEncoder
 from ..errors import ModelLoadError
 from .losses import Objective, SoftmaxLoss
+from .losses.base import Trainable
 
 STATE_JSON = "trainer_state.json"
 STATE_TENSORS = "trainer_state.pt"
@@ -27,7 +27,7 @@ class CheckpointError(ModelLoadError):
     """A checkpoint that cannot be resumed: missing files, or a run configured differently."""
 
 
-def save_model(folder: Path, encoder: SentenceEncoder | CrossEncoder, objectives: list[Objective]) -> None:
+def save_model(folder: Path, encoder: Trainable, objectives: list[Objective]) -> None:
     """The model in sentence-transformers format, plus the first SoftmaxLoss head (if any)."""
     encoder.save(folder)
     heads = [o for o in objectives if isinstance(o, SoftmaxLoss)]
@@ -36,8 +36,10 @@ def save_model(folder: Path, encoder: SentenceEncoder | CrossEncoder, objectives
 
 
 def head_states(objectives: list[Objective]) -> list[dict[str, torch.Tensor]]:
-    """Each objective's own parameters (its classifier, say), without the shared encoder."""
-    return [{k: v for k, v in o.state_dict().items() if not k.startswith("encoder.")} for o in objectives]
+    """Each objective's own parameters (its classifier, say), without the shared encoder (however deep: a
+    MatryoshkaLoss holds it twice)."""
+    shared = {id(t) for t in objectives[0].encoder.state_dict(keep_vars=True).values()} if objectives else set()
+    return [{k: v.detach() for k, v in o.state_dict(keep_vars=True).items() if id(v) not in shared} for o in objectives]
 
 
 def rng_state() -> dict[str, Any]:
@@ -55,7 +57,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def write_checkpoint(
     folder: Path,
-    encoder: SentenceEncoder | CrossEncoder,
+    encoder: Trainable,
     objectives: list[Objective],
     summary: dict[str, Any],
     tensors: dict[str, Any],
@@ -81,8 +83,8 @@ def latest_checkpoint(path: Path) -> Path:
 
 
 def read_checkpoint(
-    folder: Path, model_class: type[SentenceEncoder] | type[CrossEncoder], device: torch.device
-) -> tuple[dict[str, Any], dict[str, Any], SentenceEncoder | CrossEncoder]:
+    folder: Path, model_class: type[Trainable], device: torch.device
+) -> tuple[dict[str, Any], dict[str, Any], Trainable]:
     """The summary, the tensor state (on CPU; the optimizer moves its own) and the saved model of a checkpoint."""
     try:
         summary = json.loads((folder / STATE_JSON).read_text(encoding="utf-8"))

@@ -112,6 +112,15 @@ class MinedNegatives:
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
         return target
 
+    def labelled_pairs(self) -> list[Example]:
+        """Each (query, positive) labelled 1 and each (query, negative) labelled 0: a cross-encoder's
+        ``CrossEncoderBCELoss`` input (a re-ranker trained on the same mined negatives)."""
+        return [
+            Example((query, text), int(i == 0))
+            for query, *texts in (e.texts for e in self.examples)
+            for i, text in enumerate(texts)
+        ]
+
 
 def mined_columns(columns: Sequence[str]) -> list[str] | None:
     """The text columns of a mined file (query, positive, negative_1..k, as many as it has), or None if it is not

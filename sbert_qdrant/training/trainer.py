@@ -18,20 +18,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..encoder import CrossEncoder, SentenceEncoder, cpu
+from ..encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder, cpu
 from ..errors import InvalidArgumentError
 from ..types import BatchSampler, TrainPrecision
 from . import checkpoint as ckpt
 from .data import Example
 from .evaluation import Evaluator
 from .losses import Batch, Objective, SoftmaxLoss
-from .losses.base import Columns
+from .losses.base import Columns, Trainable
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +175,8 @@ class _Task:
 
 
 class Trainer:
-    """Fine-tunes a :class:`SentenceEncoder` or a :class:`CrossEncoder` on one or more (objective, examples) tasks.
+    """Fine-tunes a :class:`SentenceEncoder`, a :class:`CrossEncoder` or a :class:`MultiVectorEncoder` on one or more
+    (objective, examples) tasks.
 
     Every objective must wrap ``encoder``. Trainable pooling and Dense modules in the encoder train with the
     transformer. With ``output_dir`` the final model (the best one by the evaluator's primary metric, when an
@@ -184,7 +185,7 @@ class Trainer:
 
     def __init__(
         self,
-        encoder: SentenceEncoder | CrossEncoder,
+        encoder: Trainable,
         tasks: Sequence[tuple[Objective, Sequence[Example]]],
         config: TrainingConfig | None = None,
         evaluator: Evaluator | None = None,
@@ -195,6 +196,11 @@ class Trainer:
             raise InvalidArgumentError(
                 f"the encoder runs at precision={encoder.precision!r}{chosen}; training needs its fp32 weights: "
                 "load it with precision='fp32' and pick mixed precision with TrainingConfig(precision=...)."
+            )
+        if evaluator is not None and isinstance(encoder, MultiVectorEncoder):
+            raise InvalidArgumentError(
+                "the evaluators read a SentenceEncoder or a CrossEncoder; train a MultiVectorEncoder without one and "
+                "measure it afterwards through a collection (its multivector slot, search_text(rescore=...))."
             )
         if not tasks:
             raise InvalidArgumentError("tasks is empty; pass [(objective, examples), ...].")
@@ -359,7 +365,7 @@ class Trainer:
     def _evaluate(self, evaluator: Evaluator, result: TrainingResult) -> None:
         self.encoder.eval()
         with torch.no_grad():
-            metrics = evaluator(self.encoder)
+            metrics = evaluator(cast(SentenceEncoder | CrossEncoder, self.encoder))  # __init__ refused the others
         self.encoder.train()
         result.evaluations.append((result.steps, metrics))
         primary = metrics[evaluator.primary_metric]

@@ -7,6 +7,8 @@ from ...types import TRIPLET_DISTANCES as DISTANCES
 from .base import Batch, Objective, SentenceObjective, make_batch
 from .contrastive import OnlineContrastiveLoss
 from .cross import CrossEncoderBCELoss, CrossEncoderListwiseLoss, CrossEncoderMSELoss, CrossEncoderObjective
+from .late import MaxSimRankingLoss
+from .matryoshka import MatryoshkaLoss
 from .ranking import MultipleNegativesRankingLoss
 from .similarity import CoSENTLoss, CosineSimilarityLoss
 from .softmax import HEAD_FOLDER, SoftmaxLoss
@@ -22,6 +24,8 @@ __all__ = [
     "CrossEncoderListwiseLoss",
     "CrossEncoderMSELoss",
     "CrossEncoderObjective",
+    "MatryoshkaLoss",
+    "MaxSimRankingLoss",
     "MultipleNegativesRankingLoss",
     "Objective",
     "OnlineContrastiveLoss",

@@ -14,7 +14,7 @@ from typing import ClassVar, Generic, TypeVar
 import torch
 from torch import nn
 
-from ...encoder import CrossEncoder, SentenceEncoder
+from ...encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder
 from ...encoder.base import Features
 from ...errors import InvalidInputError
 from ...types import LabelKind
@@ -23,7 +23,9 @@ from ..data import Example
 logger = logging.getLogger(__name__)
 
 #: The model an objective trains.
-ModelT = TypeVar("ModelT", SentenceEncoder, CrossEncoder)
+ModelT = TypeVar("ModelT", SentenceEncoder, CrossEncoder, MultiVectorEncoder)
+#: What the Trainer trains.
+Trainable = SentenceEncoder | CrossEncoder | MultiVectorEncoder
 #: Token id rows per column, as :meth:`Objective.tokenize` returns them.
 Columns = list[list[list[int]]]
 
@@ -104,6 +106,13 @@ class SentenceObjective(Objective[SentenceEncoder]):
         hypotheses to the longest premise (about a third more tokens on NLI).
         """
         return [self.encoder(features)["sentence_embedding"].float() for features in batch.features]
+
+    def forward(self, batch: Batch) -> torch.Tensor:
+        return self.loss(self.embed(batch), batch)
+
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        """The loss of a batch from its columns' embeddings (what ``MatryoshkaLoss`` calls on truncated ones)."""
+        raise NotImplementedError
 
     def tokenize(self, examples: Sequence[Example]) -> Columns:
         """One column of token ids per text position."""

@@ -28,8 +28,8 @@ class OnlineContrastiveLoss(SentenceObjective):
             raise InvalidArgumentError(f"margin={margin!r} must be positive (a cosine distance, e.g. 0.5).")
         self.margin = margin
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        u, v = self.embed(batch)
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        u, v = embeddings
         distance = 1 - nn.functional.cosine_similarity(u, v, dim=1)
         duplicate = self.batch_labels(batch) > 0.5
         pos, neg = distance[duplicate], distance[~duplicate]

@@ -36,8 +36,8 @@ class MultipleNegativesRankingLoss(SentenceObjective):
         self.scale = scale
         self.symmetric = symmetric
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        anchor, positive, *negatives = self.embed(batch)
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        anchor, positive, *negatives = embeddings
         candidates = torch.cat([positive, *negatives], dim=0)
         target = torch.arange(batch.size, device=anchor.device)
         loss = nn.functional.cross_entropy(self.scale * _cosine_matrix(anchor, candidates), target)

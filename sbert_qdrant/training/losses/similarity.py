@@ -12,8 +12,8 @@ from ...types import LabelKind
 from .base import Batch, SentenceObjective
 
 
-def _pair_cosine(batch: Batch, objective: SentenceObjective) -> torch.Tensor:
-    u, v = objective.embed(batch)
+def _pair_cosine(embeddings: list[torch.Tensor]) -> torch.Tensor:
+    u, v = embeddings
     return nn.functional.cosine_similarity(u, v, dim=1)
 
 
@@ -25,8 +25,8 @@ class CosineSimilarityLoss(SentenceObjective):
 
     label_kind: ClassVar[LabelKind | None] = "score"
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        return nn.functional.mse_loss(_pair_cosine(batch, self), self.batch_labels(batch))
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        return nn.functional.mse_loss(_pair_cosine(embeddings), self.batch_labels(batch))
 
 
 class CoSENTLoss(SentenceObjective):
@@ -42,8 +42,8 @@ class CoSENTLoss(SentenceObjective):
         super().__init__(encoder)
         self.scale = scale
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        cosine = _pair_cosine(batch, self) * self.scale
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        cosine = _pair_cosine(embeddings) * self.scale
         # diff[i, j] = cos_j - cos_i, counted where gold says pair i is more similar than pair j.
         diff = cosine[None, :] - cosine[:, None]
         gold = self.batch_labels(batch)

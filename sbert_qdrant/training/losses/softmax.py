@@ -67,8 +67,8 @@ class SoftmaxLoss(SentenceObjective):
             parts.append(u * v)
         return self.classifier(torch.cat(parts, dim=1).to(self.classifier.weight.dtype))
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        u, v = self.embed(batch)
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        u, v = embeddings
         return nn.functional.cross_entropy(self.logits(u, v).float(), self.batch_labels(batch))
 
     def check_examples(self, examples: Sequence[Example], name: str = "examples") -> None:

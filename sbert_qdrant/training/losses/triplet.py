@@ -48,7 +48,7 @@ class TripletLoss(SentenceObjective):
         self.distance: TripletDistance = distance
         self.margin = margin
 
-    def forward(self, batch: Batch) -> torch.Tensor:
-        anchor, positive, negative = self.embed(batch)
+    def loss(self, embeddings: list[torch.Tensor], batch: Batch) -> torch.Tensor:
+        anchor, positive, negative = embeddings
         gap = pair_distance(anchor, positive, self.distance) - pair_distance(anchor, negative, self.distance)
         return torch.relu(gap + self.margin).mean()

@@ -1,0 +1,67 @@
+"""``sbert-qdrant adapt-corpus``: adapt the collection's model to its own texts with no labelled questions
+(``sbert_qdrant.adaptation.adapt_to_corpus``), reporting before and after on a held-out sample."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .collections import _add_engine_options, open_collection
+
+
+def _adapt(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from ..adaptation import adapt_to_corpus
+    from ..settings import Settings
+    from ._load import encoder_spec
+
+    trainable = dataclasses.replace(encoder_spec(args, Settings()), precision="fp32").load()
+    with open_collection(args) as coll:
+        result = adapt_to_corpus(
+            coll,
+            trainable,
+            args.output,
+            held_out=args.held_out,
+            max_pairs=args.max_pairs,
+            title_field=args.title_field or None,
+            sentences_per_text=args.sentences_per_text,
+            bm25_top_k=args.bm25_top_k,
+            negatives=args.negatives,
+            epochs=args.epochs,
+            batch_size=args.batch_size,
+            learning_rate=args.lr,
+            train_tokens=args.train_tokens,
+            pool_depth=args.pool_depth,
+            seed=args.seed,
+            reembed_into=args.reembed_into,
+            show_progress_bar=args.progress,
+        )
+    print(result.report())
+    return 0
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    adapt = commands.add_parser(
+        "adapt-corpus",
+        help="fine-tune the collection's model on pseudo-queries from its own texts (titles, headings, sentences; "
+        "no labels), measured before and after on a held-out sample",
+    )
+    adapt.add_argument("--output", required=True, type=Path, help="folder for the adapted model")
+    adapt.add_argument(
+        "--reembed-into", default=None, metavar="NAME", help="re-embed the collection into NAME with the adapted model"
+    )
+    adapt.add_argument("--held-out", type=int, default=100, help="texts whose pseudo-queries are set aside (100)")
+    adapt.add_argument("--max-pairs", type=int, default=2000, help="pseudo-queries to find, held-out ones included")
+    adapt.add_argument("--title-field", default="title", help="payload field of a text's title ('' for none)")
+    adapt.add_argument("--sentences-per-text", type=int, default=1, help="sentences drawn from each text (1)")
+    adapt.add_argument("--bm25-top-k", type=int, default=10, help="keep a pair when BM25 ranks its text this high")
+    adapt.add_argument("--negatives", type=int, default=1, help="hard negatives per pair, mined hybrid (1)")
+    adapt.add_argument("--epochs", type=int, default=1)
+    adapt.add_argument("--batch-size", type=int, default=16)
+    adapt.add_argument("--lr", type=float, default=5e-5)
+    adapt.add_argument("--train-tokens", type=int, default=128, help="token limit while training (cost; 128)")
+    adapt.add_argument("--pool-depth", type=int, default=10, help="held-out pool: best N hits per query, each mode")
+    adapt.add_argument("--seed", type=int, default=42)
+    _add_engine_options(adapt)
+    adapt.set_defaults(run=_adapt)

@@ -1,0 +1,121 @@
+"""Pseudo-queries from a real Qdrant Edge collection (SciFact sample abstracts, with and without titles, Markdown
+headings), and ``sbert-qdrant adapt-corpus`` end to end on the tiny model: held out, trained, re-embedded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sbert_qdrant import (
+    CollectionMismatchError,
+    InvalidArgumentError,
+    InvalidInputError,
+    SentenceEncoder,
+    TextCollection,
+    testing,
+)
+from sbert_qdrant.cli import main
+from sbert_qdrant.training.pseudo_queries import pseudo_queries
+
+DATA = Path(__file__).parent / "data"
+ROWS = [json.loads(line) for line in (DATA / "scifact_sample.jsonl").read_text(encoding="utf-8").splitlines()]
+DOCS = [row for row in ROWS if row["kind"] == "doc"]
+TEXTS = {row["_id"]: f"{row['title']} {row['text']}" for row in DOCS}
+
+
+@pytest.fixture(scope="module")
+def encoder() -> SentenceEncoder:
+    return testing.tiny_encoder()
+
+
+@pytest.fixture(scope="module")
+def titled(encoder: SentenceEncoder, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The sample abstracts as ``title + " " + text``, the title in the payload (BEIR's input for dense models)."""
+    coll = TextCollection("titled", encoder, location=tmp_path_factory.mktemp("edge"), show_progress_bar=False)
+    coll.upsert_texts(list(TEXTS.values()), ids=list(TEXTS), payloads=[{"title": row["title"]} for row in DOCS])
+    yield coll
+    coll.close()
+
+
+def test_titles_and_sentences_confirmed_by_bm25(titled: Any) -> None:
+    found = pseudo_queries(titled, max_pairs=60)
+    assert len(found.pairs) == 60 and found.texts == len(DOCS)
+    assert set(found.counts()) == {"title", "sentence"}
+    titles = {row["_id"]: row["title"] for row in DOCS}
+    hits = titled.search_texts([p.query for p in found.pairs], limit=10, mode="sparse")
+    for pair, ranked in zip(found.pairs, hits, strict=True):
+        assert pair.positive in {h.id for h in ranked}  # BM25 ranks its text in the top 10
+        assert pair.query not in pair.context  # trained against the rest of its text
+        if pair.kind == "title":
+            assert pair.query == titles[pair.positive] and TEXTS[pair.positive].endswith(pair.context)
+        else:
+            assert pair.query in TEXTS[pair.positive] and pair.context.startswith(titles[pair.positive])
+    assert len({p.query.casefold() for p in found.pairs}) == len(found.pairs)
+
+
+def test_seeded_and_capped(titled: Any) -> None:
+    first = pseudo_queries(titled, max_pairs=20, seed=7)
+    assert first.pairs == pseudo_queries(titled, max_pairs=20, seed=7).pairs
+    assert first.pairs != pseudo_queries(titled, max_pairs=20, seed=8).pairs
+    assert len(first.pairs) == 20
+    strict = pseudo_queries(titled, max_pairs=500, bm25_top_k=1, sentences_per_text=3)
+    assert len({p.positive for p in strict.pairs}) <= len(DOCS) and strict.unconfirmed >= 0
+    assert all(sum(p.positive == key for p in strict.pairs) <= 4 for key in TEXTS)  # a title + 3 sentences at most
+
+
+def test_without_titles_and_with_headings(encoder: SentenceEncoder, tmp_path: Path) -> None:
+    bodies = {row["_id"]: row["text"] for row in DOCS}
+    markdown = "# Methods of extraction\nWe ground cotton leaves in liquid nitrogen and washed the powder twice "
+    markdown += "with buffer before the phenol steps began, as in the protocol of the first study.\n"
+    with TextCollection("plain", encoder, location=tmp_path, show_progress_bar=False) as coll:
+        coll.upsert_texts([*bodies.values(), markdown], ids=[*bodies, "md"], payloads=None)
+        found = pseudo_queries(coll, max_pairs=500, title_field="title")
+        assert set(found.counts()) == {"sentence", "heading"}
+        heading = next(p for p in found.pairs if p.kind == "heading")
+        assert (heading.query, heading.positive) == ("Methods of extraction", "md")
+        assert heading.context.startswith("We ground cotton") and "#" not in heading.context
+
+
+def test_clear_errors(encoder: SentenceEncoder, tmp_path: Path, titled: Any) -> None:
+    with TextCollection("empty", encoder, location=tmp_path, show_progress_bar=False) as coll:
+        coll.upsert_texts(["x"], ids=["gone"])
+        coll.delete_texts(["gone"])
+        with pytest.raises(InvalidInputError, match="holds no texts"):
+            pseudo_queries(coll)
+        coll.upsert_texts(["Too short.", "Also far too short to use."], ids=["a", "b"])
+        with pytest.raises(InvalidInputError, match="no pseudo-query in 2 texts"):
+            pseudo_queries(coll)
+    with TextCollection("dense-only", encoder, location=tmp_path, sparse=None, show_progress_bar=False) as coll:
+        coll.upsert_texts(
+            list(TEXTS.values())[:3], ids=list(TEXTS)[:3], payloads=[{"title": r["title"]} for r in DOCS[:3]]
+        )
+        with pytest.raises(CollectionMismatchError, match="no BM25 vectors"):
+            pseudo_queries(coll)
+    with pytest.raises(InvalidArgumentError, match="max_pairs=0"):
+        pseudo_queries(titled, max_pairs=0)
+    with pytest.raises(InvalidArgumentError, match="max_query_words=2 is below"):
+        pseudo_queries(titled, min_query_words=3, max_query_words=2)
+
+
+def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    encoder.save(tmp_path / "tiny")
+    model = SentenceEncoder.load(tmp_path / "tiny", device="cpu", precision="fp32")
+    with TextCollection("corpus", model, location=tmp_path / "edge", show_progress_bar=False) as coll:
+        coll.upsert_texts(list(TEXTS.values()), ids=list(TEXTS), payloads=[{"title": row["title"]} for row in DOCS])
+    engine = ["--location", str(tmp_path / "edge"), "--collection", "corpus", "--model", str(tmp_path / "tiny")]
+    argv = ["adapt-corpus", *engine, "--precision", "fp32", "--output", str(tmp_path / "adapted")]
+    argv += ["--max-pairs", "30", "--held-out", "4", "--batch-size", "8", "--reembed-into", "adapted", "--no-progress"]
+    assert main(argv) == 0
+    report = capsys.readouterr().out
+    assert "pseudo-queries: 30 confirmed by BM25" in report and "held-out nDCG@10 hybrid:" in report
+    assert "re-embedded into adapted" in report
+    trained = SentenceEncoder.load(tmp_path / "adapted", device="cpu")
+    with TextCollection("adapted", trained, location=tmp_path / "edge", show_progress_bar=False) as coll:
+        assert coll.count() == len(TEXTS)
+    assert main([*argv[:-3], "--held-out", "60", "--no-progress"]) == 2  # every text held out: nothing to train on
+    assert "lower held_out" in capsys.readouterr().err
+    assert main([*argv[:-3], "--reembed-into", "corpus"]) == 2  # refused before anything is trained
+    assert "names the collection being adapted" in capsys.readouterr().err
