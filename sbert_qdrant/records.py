@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,25 +333,33 @@ def _as_record(item: object, index: int) -> TextRecord:
     )
 
 
-class _Deduplicator:
-    """Drops a text-derived id seen before (same text, same payload); refuses any other repeat."""
+class Deduplicator:
+    """The one rule for repeated ids, of ``upsert_texts`` and of the Ray paths: a text-derived id seen before (same
+    text, same payload) is dropped, any other repeat refused, naming both places (``name``: how a place is named,
+    ``ids[i]`` by default; Ray names a dataset's rows)."""
 
-    def __init__(self) -> None:
-        self.seen: dict[str, CheckedRecord] = {}
+    def __init__(self, name: Callable[[int], str] = "ids[{}]".format) -> None:
+        self._seen: dict[str, tuple[int, dict[str, Any] | None]] = {}
+        self._name = name
 
-    def keep(self, record: CheckedRecord) -> bool:
-        first = self.seen.setdefault(record.point_id, record)
-        if first is record:
+    def keep(self, index: int, key: object, explicit: bool = True, fields: dict[str, Any] | None = None) -> bool:
+        """Whether the record at ``index`` is the first with its id (a value that is not an id: its own check)."""
+        mark = id_mark(key)
+        if mark is None:
             return True
-        if record.explicit_id:
+        if mark not in self._seen:
+            self._seen[mark] = (index, fields)
+            return True
+        first, first_fields = self._seen[mark]
+        if explicit:
             raise InvalidInputError(
-                f"ids[{record.index}] repeats ids[{first.index}] ({record.id!r}, the same point); "
-                "ids must be unique in one call."
+                f"{self._name(index)} repeats {self._name(first)} ({key!r}, the same point); ids must be unique in "
+                "one call."
             )
-        if first.fields != record.fields:
+        if first_fields != fields:
             raise InvalidInputError(
-                f"texts[{record.index}] repeats texts[{first.index}] with a different payload; both would get the "
-                "same id. Pass ids= to store them as separate records."
+                f"texts[{index}] repeats texts[{first}] with a different payload; both would get the same id. Pass "
+                "ids= to store them as separate records."
             )
         return False
 
@@ -417,11 +425,12 @@ def _checked(
     reserved: frozenset[str],
     eager: bool = True,
 ) -> Iterator[tuple[list[CheckedRecord], list[CheckedRecord]]]:
-    dedup = _Deduplicator()
+    dedup = Deduplicator()
 
     def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[CheckedRecord], list[CheckedRecord]]:
         every = [_check(record, index, shape, reserved) for index, record in batch]
-        return every, [record for record in every if dedup.keep(record)]
+        kept = [r for r in every if dedup.keep(r.index, r.id, explicit=r.explicit_id, fields=r.fields)]
+        return every, kept
 
     batches = (check(batch) for batch in _batched(enumerate(records), batch_size))
     if eager:

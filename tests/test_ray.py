@@ -545,7 +545,7 @@ def test_an_id_repeated_across_the_sinks_tasks_is_refused_naming_both_rows(
     sink = sbert_ray.QdrantDatasink(open_collection, columns, "overwrite", documents=False)
     parts = [sink.write([block(items[:12])], SimpleNamespace(task_idx=0))]
     parts.append(sink.write([block(items[12:])], SimpleNamespace(task_idx=1)))
-    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \(qid='q3'"):
+    with pytest.raises(PartialWriteError, match=r"row 20 repeats row 3 \('q3', the same point\); ids must be unique"):
         sink.on_write_complete(WriteResult(num_rows=len(items), size_bytes=0, write_returns=parts))
 
 
@@ -637,34 +637,63 @@ def test_the_actors_look_stored_ids_up_in_one_shared_read_only_array(local_ray: 
     assert not writeable  # mapped from the object store
 
 
+#: Drivers that start Ray through the package: ``connect()``; a bare ``ray.init()`` (its dashboard and agents
+#: included), then a run of the package (here refused at once: the watcher starts before any check).
+_DRIVERS = {
+    "connect": "connect()\n",
+    "ray.init then a run": (
+        "ray.init(num_cpus=2)\n"
+        "from sbert_qdrant import TextCollection, testing\n"
+        "with TextCollection('w', testing.tiny_encoder(), location=sys.argv[1]) as coll:\n"
+        "    try:\n"
+        "        upsert_dataset(ray.data.from_items([{'text': 'a'}]), coll, actors=3)\n"
+        "    except Exception as exc:\n"
+        "        print(type(exc).__name__, file=sys.stderr)\n"
+    ),
+}
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the watcher reads /proc (Linux)")
-def test_ray_started_by_connect_ends_with_a_killed_driver() -> None:
+@pytest.mark.parametrize("start", list(_DRIVERS))
+def test_ray_started_through_the_package_ends_with_a_killed_driver(start: str, tmp_path: Path) -> None:
     """SIGKILL leaves no atexit to run: every process below the driver (GCS, raylet, Ray's agents, workers) is
-    gone soon after it, ended by the watcher ``connect`` starts."""
+    gone soon after it, ended by the watcher that ``connect`` and every run of the package start where Ray runs
+    below the driver."""
     import subprocess
     import time
 
     script = (
-        "import json, os, time, ray\n"
-        "from sbert_qdrant.integrations.ray import connect\n"
+        "import json, os, sys, time, ray\n"
+        "from sbert_qdrant.integrations.ray import connect, upsert_dataset\n"
         "from sbert_qdrant.integrations.ray._reaper import descendants\n"
-        "connect()\n"
-        "ray.get(ray.remote(lambda: 1).remote())\n"
+        + _DRIVERS[start]
+        + "ray.get(ray.remote(lambda: 1).remote())\n"
         "time.sleep(2)\n"
         "print(json.dumps(descendants(os.getpid())), flush=True)\n"
         "time.sleep(600)\n"
     )
-    driver = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script, str(tmp_path / "edge")], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
     try:
         below = [tuple(p) for p in json.loads(driver.stdout.readline())]  # type: ignore[union-attr]
+        watchers = [p for p in below if "_reaper.py" in _command(p[0])]
     finally:
         driver.kill()
         driver.wait()
     assert len(below) >= 3  # GCS, raylet, agents, a worker, the watcher
+    assert len(watchers) == 1, f"one watcher expected below the driver, found {len(watchers)}"
     deadline = time.monotonic() + 30
     while (alive := [p for p in below if _start(p[0]) == p[1]]) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not alive, f"still running after the driver was killed: {alive}"
+
+
+def _command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 def _start(pid: int) -> str | None:
@@ -692,7 +721,7 @@ def test_a_resume_drops_the_stored_rows_before_the_actors_and_refuses_a_repeated
         done = upsert(rows[:30], coll, nowhere, id_column="qid", on_conflict="skip")
         assert (list(done), done.written, done.skipped) == (qids[:30], 0, 30)
         repeated = [*rows[:30], {"qid": "q3", "text": "a repeated id", "score": 0.0}, *rows[30:]]
-        with pytest.raises(InvalidInputError, match=r"row 30 repeats row 3 \(qid='q3', the same point\)"):
+        with pytest.raises(InvalidInputError, match=r"row 30 repeats row 3 \('q3', the same point\); ids must"):
             upsert(repeated, coll, model_dir, id_column="qid", on_conflict="skip")
         assert coll.count() == 30
         columns = sbert_ray.Columns("text", "qid")

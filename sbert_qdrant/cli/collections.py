@@ -132,12 +132,14 @@ def _file_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable
 def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[[TextCollection], UpsertResult]:
     """The upsert of files read and encoded on Ray (``--ray``): this process writes what the actors encode."""
     from ..integrations import ray as sbert_ray  # the ray extra, imported only when asked for
-    from ..integrations.ray._cluster import Pool
+    from ..integrations.ray._cluster import Pool, local_cpus
 
-    sbert_ray.connect(None if args.ray == "local" else args.ray)
-    dataset = sbert_ray.read_files(args.file, args.format)
     pool = Pool(args.actors, args.cpus_per_actor, args.gpus_per_actor, args.batch_size or 1)
     pool.check()
+    if args.ray == "local":  # the CPUs the local Ray will have: refused before it starts (GPUs: once it runs)
+        pool.check_size(local_cpus(), None)
+    sbert_ray.connect(None if args.ray == "local" else args.ray)
+    dataset = sbert_ray.read_files(args.file, args.format)
     pool.check_fits(dataset)  # refused now, with the numbers: before the model loads for the collection
     options: dict[str, Any] = {
         "text_column": args.text_field,

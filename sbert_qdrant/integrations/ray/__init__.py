@@ -19,11 +19,29 @@ with TextCollection("faq", location="./data") as coll:
 
 from __future__ import annotations
 
-from ._cluster import connect
-from ._encode import Columns, EncodeDocuments, EncodeTexts
-from ._read import read_files
-from ._sink import QdrantDatasink
-from ._upsert import upsert_dataset, upsert_documents_dataset
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from ._cluster import connect
+    from ._encode import Columns, EncodeDocuments, EncodeTexts
+    from ._read import read_files
+    from ._sink import QdrantDatasink
+    from ._upsert import upsert_dataset, upsert_documents_dataset
+
+#: Public name -> its module, imported on first use: an encoding actor unpickles ``EncodeTexts`` from ``._encode``
+#: and so imports this package, which must not pull in the collection and the Qdrant client it never uses (seconds
+#: of every actor's start).
+_LAZY = {
+    "connect": "._cluster",
+    "Columns": "._encode",
+    "EncodeDocuments": "._encode",
+    "EncodeTexts": "._encode",
+    "read_files": "._read",
+    "QdrantDatasink": "._sink",
+    "upsert_dataset": "._upsert",
+    "upsert_documents_dataset": "._upsert",
+}
 
 __all__ = [
     "Columns",
@@ -35,3 +53,16 @@ __all__ = [
     "upsert_dataset",
     "upsert_documents_dataset",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

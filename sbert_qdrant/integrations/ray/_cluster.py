@@ -3,13 +3,15 @@ run it next to the dataset's reads."""
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import NamedTuple
 
 import ray
 import ray.data
 
 from ...errors import InvalidArgumentError
-from ._reaper import start_watcher
+from ._reaper import watch_here
 
 #: CPUs a read task asks of Ray when its dataset's plan cannot tell (Ray's own default).
 _DEFAULT_READ_CPUS = 1.0
@@ -17,12 +19,21 @@ _DEFAULT_READ_CPUS = 1.0
 
 def connect(address: str | None = None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``: the one this machine belongs to; ``ray://host:10001``: a
-    remote one) or, with None, start Ray here on every CPU, its processes ended with this one even when it is killed
-    (``_reaper``); nothing when this process is already connected."""
+    remote one) or, with None, start Ray here on this machine's CPUs (``local_cpus``), its processes ended with this
+    one even when it is killed (``_reaper``); when this process is already connected, only the watcher (where Ray
+    runs below this process: started by ``ray.init()`` or Ray Data). Ray's INFO lines (its start) are left out."""
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False if address is None else None)
         if address is None:
-            start_watcher()
+            ray.init(num_cpus=int(local_cpus()), include_dashboard=False, logging_level=logging.WARNING)
+        else:
+            ray.init(address=address, logging_level=logging.WARNING)
+    watch_here()
+
+
+def local_cpus() -> float:
+    """The CPUs ``connect()`` starts a local Ray with: those this process may run on."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return float(len(affinity(0)) if affinity is not None else os.cpu_count() or 1)
 
 
 class Pool(NamedTuple):
@@ -42,24 +53,29 @@ class Pool(NamedTuple):
             if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
                 raise InvalidArgumentError(f"{name}={amount!r} must be a number >= 0.")
 
-    def check_fits(self, dataset: ray.data.Dataset, write_cpus: float = 0) -> None:
-        """Refuse, before any work, a pool the cluster cannot hold next to every other stage: the dataset's read tasks
-        and the write tasks (``write_cpus`` each). Ray Data starts the actors first, and a task that waits for a CPU
-        the actors hold waits forever (ray-project/ray#44687); a stalled write stalls the actors too, once their
-        output fills the object store."""
-        have = ray.cluster_resources()
-        cpus, gpus = float(have.get("CPU", 0)), float(have.get("GPU", 0))
+    def check_size(self, cpus: float, gpus: float | None) -> None:
+        """Refuse a pool larger than ``cpus`` and ``gpus`` (None: not known yet, not checked), with the numbers."""
         pool = f"actors={self.actors} x cpus_per_actor={self.cpus:g}"
         if self.actors * self.cpus > cpus:
             raise InvalidArgumentError(
                 f"{pool} asks {self.actors * self.cpus:g} CPUs, the Ray cluster has {cpus:g}: pass fewer actors or a "
                 "smaller cpus_per_actor (--actors, --cpus-per-actor), or add nodes."
             )
-        if self.actors * self.gpus > gpus:
+        if gpus is not None and self.actors * self.gpus > gpus:
             raise InvalidArgumentError(
                 f"actors={self.actors} x gpus_per_actor={self.gpus:g} asks {self.actors * self.gpus:g} GPUs, the Ray "
                 f"cluster has {gpus:g}: pass fewer actors or a smaller gpus_per_actor."
             )
+
+    def check_fits(self, dataset: ray.data.Dataset, write_cpus: float = 0) -> None:
+        """Refuse, before any work, a pool the cluster cannot hold next to every other stage: the dataset's read tasks
+        and the write tasks (``write_cpus`` each). Ray Data starts the actors first, and a task that waits for a CPU
+        the actors hold waits forever (ray-project/ray#44687); a stalled write stalls the actors too, once their
+        output fills the object store."""
+        have = ray.cluster_resources()
+        cpus = float(have.get("CPU", 0))
+        self.check_size(cpus, float(have.get("GPU", 0)))
+        pool = f"actors={self.actors} x cpus_per_actor={self.cpus:g}"
         read = read_cpus(dataset)
         if self.actors * self.cpus + read + write_cpus > cpus:
             raise InvalidArgumentError(

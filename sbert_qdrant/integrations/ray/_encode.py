@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ...documents import Chunking
 from ...encoder import EncoderSpec
 from ...errors import InvalidArgumentError, InvalidInputError
 from ...records import text_id
@@ -128,6 +127,8 @@ class EncodeDocuments(_Encode):
         encode_batch_size: int = 32,
     ) -> None:
         super().__init__(spec, columns, encode_batch_size)
+        from ...documents import Chunking  # here: the text actors never import documents (nor the Qdrant client)
+
         self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)
 
     def __call__(self, batch: Batch) -> Batch:

@@ -1,7 +1,9 @@
-"""Ray started here (``connect()``) ends with this process even when it is killed (SIGKILL: no ``atexit``, no
+"""Ray started here (by ``connect()``, by ``ray.init()``, or by Ray Data on first use) ends with this process even when
+it is killed (SIGKILL: no ``atexit``, no
 ``ray.shutdown``): Ray's GCS and raylet die with their parent, but the agents the raylet starts (dashboard and
 runtime-env agents) were seen to outlive it. A small watcher process, in a session of its own, follows this
-process's descendants and kills those still alive once this process is gone. Linux only (it reads ``/proc``)."""
+process's descendants and kills those still alive once this process is gone; every run of the package starts it
+(``watch_here``) where Ray's processes are this process's own. Linux only (it reads ``/proc``)."""
 
 from __future__ import annotations
 
@@ -62,6 +64,14 @@ def watch(parent: Process) -> None:
                 os.kill(process[0], signal.SIGKILL)
             except OSError:  # gone meanwhile, or not ours to end
                 continue
+
+
+def watch_here() -> None:
+    """The watcher of this process, started once, where Ray runs below it (started here, however); nothing where
+    this process joined a cluster (no Ray process of its own to end)."""
+    if any(watcher.poll() is None for watcher in _WATCHERS) or not descendants(os.getpid()):
+        return
+    start_watcher()
 
 
 def start_watcher() -> subprocess.Popen[bytes] | None:

@@ -3,14 +3,14 @@ write tasks alike)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 from ...collection import TextCollection
 from ...errors import InvalidInputError
-from ...records import Key, UpsertResult, check_text, id_mark
+from ...records import Deduplicator, Key, UpsertResult, check_text
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
 
@@ -31,20 +31,18 @@ def record(batch: Batch, row: int, number: int, columns: Columns, identity: str)
     return {"text": text, "id": key, "payload": columns.payload_of(batch, row), "vector": vector}
 
 
-def first_repeat(keys: Sequence[Key | None], columns: Columns, note: str = "") -> tuple[int, InvalidInputError] | None:
-    """The first row whose explicit id an earlier row has, and its error (as ``upsert_texts`` refuses a repeated id):
-    the one rule of both write paths and of a resume's lookup. Text-derived ids are the text's: a repeated text is the
-    same record, written once."""
+def first_repeat(keys: Iterable[Key | None], columns: Columns) -> tuple[int, InvalidInputError] | None:
+    """The first row whose explicit id an earlier row has, and its error: the records layer's rule and message
+    (``Deduplicator``, as ``upsert_texts`` refuses a repeated id), the rows named by their number in the dataset.
+    Text-derived ids are the text's: a repeated text is the same record, written once."""
     if columns.id is None:
         return None
-    seen: dict[str, int] = {}
+    rows = Deduplicator(name="row {}".format)
     for number, key in enumerate(keys):
-        mark = id_mark(key)
-        if mark is not None and (earlier := seen.setdefault(mark, number)) != number:
-            return number, InvalidInputError(
-                f"row {number} repeats row {earlier} ({columns.id}={key!r}, the same point{note}): ids must be "
-                "unique in one run. Fix the dataset and re-run."
-            )
+        try:
+            rows.keep(number, key)
+        except InvalidInputError as exc:
+            return number, exc
     return None
 
 

@@ -151,9 +151,10 @@ class QdrantDatasink(Datasink[_Part]):
             written, skipped = written + part.written, skipped + part.skipped
         names = [part.name for part in write_result.write_returns]
         # Each write task wrote its own rows: a repeat in another task is seen here only, after both wrote.
-        repeat = first_repeat(keys, self.columns, "; written by different write tasks, the point holds one of them")
+        repeat = first_repeat(keys, self.columns)
         if repeat is not None and (first is None or repeat[0] < first[0]):
-            first = (repeat[0], _Stop(0, repeat[1]), names[0])
+            both = InvalidInputError(f"{repeat[1]} Both rows were written, by two write tasks: the point holds one.")
+            first = (repeat[0], _Stop(0, both), names[0])
         if first is not None:
             raise self._error(*first, keys, done)
         sent = UpsertResult((key for key in keys if key is not None), written, skipped)  # None only where it stopped

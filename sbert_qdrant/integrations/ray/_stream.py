@@ -48,7 +48,8 @@ def known_rows(dataset: ray.data.Dataset) -> int | None:
 
 class Stream:
     """The encoded rows of a run as records for the collection; with a resume, the rows stored before the run (never
-    sent to the actors) are put back in the result, so that it lists every row's id in the dataset's order."""
+    sent to the actors) are put back in the result, so that it lists every row's id in the dataset's order. The bar
+    counts to ``total``, the rows sent (None: not known)."""
 
     def __init__(
         self,
@@ -58,8 +59,8 @@ class Stream:
         resume: Resume | None,
         show_progress: bool,
         unit: str,
+        total: int | None,
     ) -> None:
-        total = resume.missing if resume is not None else known_rows(source)
         self._progress = tqdm(total=total, unit=unit, desc="Encoding", disable=not show_progress)
         self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)

@@ -21,13 +21,13 @@ from ...encoder import EncoderSpec, LoadOptions
 from ...errors import InvalidArgumentError
 from ...records import UpsertResult, id_mark
 from ...types import IdKind, OnConflict
-from ._cluster import Pool
+from ._cluster import Pool, connect
 from ._encode import Columns, EncodeDocuments, EncodeTexts
 from ._read import READ_CPUS
 from ._rows import first_repeat, write_records
 from ._sink import WRITE_CPUS, QdrantDatasink, open_on_server
 from ._stored import Resume, StoredIds, drop_stored, points
-from ._stream import KEYS_BATCH, Stream, chunks, keys
+from ._stream import KEYS_BATCH, Stream, chunks, keys, known_rows
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -133,6 +133,7 @@ def _run(
     spec: EncoderSpec,
 ) -> UpsertResult:
     """The one run of texts and documents: checks, the stored rows found, the actors, then one of the write paths."""
+    connect()  # Ray as it is (or started here); where its processes are this process's, watched (``_reaper``)
     run.pool.check()
     run.pool.check_fits(dataset, write_cpus=WRITE_CPUS if run.url is not None else 0)  # the driver writes: no task
     _check_writers(run.url, run.bulk)
@@ -145,13 +146,14 @@ def _run(
             return resume.merge(UpsertResult())
         actor = EncodeDocuments if run.documents else EncodeTexts
         options = actor_options(columns, spec, **run.chunking)
-        encoded = _encoded(_unstored(dataset, columns, resume, run.pool), actor, options, run.pool)
+        rows = resume.missing if resume is not None else known_rows(dataset)
+        encoded = _encoded(_unstored(dataset, columns, resume, run.pool), actor, options, run.pool, rows)
         if run.url is not None:
             collection.create()  # here, from the collection's own encoder: the workers never race to create it
             server = partial(open_on_server, collection.collection_name, collection.encoder, run.url)
             sink = QdrantDatasink(server, columns, run.on_conflict, run.documents, run.chunking, resume)
             return write_from_workers(encoded, sink, concurrency=run.pool.actors)
-        stream = Stream(encoded, columns, dataset, resume, show, unit="doc" if run.documents else "text")
+        stream = Stream(encoded, columns, dataset, resume, show, "doc" if run.documents else "text", rows)
         batch_size = None if run.documents else run.pool.batch_size  # documents: the collection's own batches
         write = partial(write_records, collection, on_conflict=run.on_conflict, documents=run.documents, bulk=run.bulk)
         return stream.write(lambda records: write(records, stream.identity, batch_size=batch_size, **run.chunking))
@@ -159,18 +161,29 @@ def _run(
 
 @contextmanager
 def _ray_progress(dataset: ray.data.Dataset, show: bool) -> Iterator[None]:
-    """Ray Data's own progress bars on (``show``) or off for the run: the dataset's reads (schema, ids) included."""
+    """Ray Data's own progress bars on (``show``) or off for the run, the dataset's reads (schema, ids) included; off,
+    its console INFO lines too (each execution's start, plan and end; its log file keeps them)."""
     contexts = [dataset.context, ray.data.DataContext.get_current()]
     before = [(c.enable_progress_bars, c.enable_operator_progress_bars) for c in contexts]
     for context in contexts:
         context.enable_progress_bars = context.enable_operator_progress_bars = show
     if not show:  # Ray warns, once, that the bars it was asked to hide are hidden: told already, by the caller
         log_once("ray_data_progress_manager_disabled")
+    consoles = [] if show else [h for h in logging.getLogger("ray.data").handlers if _is_console(h)]
+    levels = [handler.level for handler in consoles]
+    for handler in consoles:
+        handler.setLevel(max(handler.level, logging.WARNING))
     try:
         yield
     finally:
         for context, (bars, operator_bars) in zip(contexts, before, strict=True):
             context.enable_progress_bars, context.enable_operator_progress_bars = bars, operator_bars
+        for handler, level in zip(consoles, levels, strict=True):
+            handler.setLevel(level)
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    return isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
 
 
 def _check_writers(url: str | None, bulk: bool) -> None:
@@ -203,12 +216,14 @@ def _encoded(
     actor: type[EncodeTexts] | type[EncodeDocuments],
     options: dict[str, Any],
     pool: Pool,
+    rows: int | None,
 ) -> ray.data.Dataset:
-    """The dataset with its vectors, encoded by a pool of actors (rows kept in the dataset's order)."""
+    """The dataset (``rows`` rows where known) with its vectors, encoded by a pool of actors (rows kept in the
+    dataset's order)."""
     encoded = dataset.map_batches(
         actor,
         fn_constructor_kwargs=options,
-        compute=ray.data.ActorPoolStrategy(size=pool.actors),
+        compute=ray.data.ActorPoolStrategy(size=_actors(pool, rows)),
         num_cpus=pool.cpus,
         num_gpus=pool.gpus or None,
         batch_size=pool.batch_size,
@@ -216,6 +231,12 @@ def _encoded(
     )
     encoded.context.execution_options.preserve_order = True  # ids come back in the dataset's order
     return encoded
+
+
+def _actors(pool: Pool, rows: int | None) -> int:
+    """The actors started: the pool's, or fewer where the rows known make fewer batches (an actor without a batch
+    would only load the model, and Ray Data warns of it)."""
+    return pool.actors if rows is None else max(1, min(pool.actors, -(-rows // pool.batch_size)))
 
 
 def _unstored(dataset: ray.data.Dataset, columns: Columns, resume: Resume | None, pool: Pool) -> ray.data.Dataset:
