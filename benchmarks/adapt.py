@@ -25,17 +25,19 @@ collection, and documents with chunk context, in one run.
 Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
 are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e.g. SciFact's test split) when given.
+The hash cuts five folds: ``--fold K`` makes fold K dev (0 by default); the five runs' figures, weighted by
+``eval_queries``, measure the whole train split with every claim held out once (cross-validation).
 
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context] [--no-stages]
         [--token-dim 128] [--late-epochs 3] [--rescore-candidates 50] [--rerank-depths 10,20,50] [--trained PATH]
-        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]]
+        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--device cuda] [--fold K]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
-of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms,
-CPU, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` / ``corpus_only_hybrid``
-(evaluation queries) and the same with ``_train_split`` (all train queries) beside ``dense_before_train_split`` /
-``hybrid_before_train_split``.
+of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms on
+``--device``, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` /
+``corpus_only_hybrid`` (evaluation queries) and the same with ``_train_split`` (all train queries) beside
+``dense_before_train_split`` / ``hybrid_before_train_split``; ``eval_queries`` counts the evaluation queries.
 """
 
 from __future__ import annotations
@@ -118,8 +120,10 @@ def read_split(queries_path: Path, qrels_path: Path, known: set[str]) -> tuple[d
     return queries, {q: qrels[q] for q in queries}
 
 
-def is_dev(query_id: str) -> bool:
-    return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == 0
+def is_dev(query_id: str, fold: int = 0) -> bool:
+    """Whether a train claim is in the dev fold: the train split is cut into DEV_ONE_IN folds by a hash of the
+    id; fold 0 is the dev split every figure uses unless ``--fold`` names another (cross-validation)."""
+    return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == fold
 
 
 class Rankings:
@@ -221,7 +225,7 @@ def fine_tune(
         f"\n== 3b. train: MNRL, {args.negatives} hard negative(s), batches of {args.batch_size} without "
         f"duplicates, lr {args.lr}, {args.epochs} epoch(s), {args.train_tokens} tokens =="
     )
-    encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.train_tokens)
+    encoder = SentenceEncoder.load(device=args.device, precision="fp32", max_seq_length=args.train_tokens)
     steps = args.epochs * -(-len(examples) // args.batch_size)
     config = TrainingConfig(
         epochs=args.epochs,
@@ -318,7 +322,7 @@ def train_token_projection(
         trained.max_seq_length = served
     timings["train late interaction"] = result.train_seconds
     print(f"{result.steps} steps, {result.train_seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    return MultiVectorEncoder.load(output, device="cpu", max_seq_length=served)  # as a user loads it back
+    return MultiVectorEncoder.load(output, device=args.device, max_seq_length=served)  # as a user loads it back
 
 
 def stored_bytes(encoder: MultiVectorEncoder, texts: list[str]) -> float:
@@ -369,7 +373,7 @@ def train_reranker(
         f"\n== 5b. re-ranker: a cross-encoder from the default model, BCE on {len(pairs)} mined pairs, "
         f"{args.rerank_epochs} epoch(s), lr {args.rerank_lr}, {args.rerank_tokens} tokens =="
     )
-    reranker = CrossEncoder.from_transformer(device="cpu", max_seq_length=args.rerank_tokens)
+    reranker = CrossEncoder.from_transformer(device=args.device, max_seq_length=args.rerank_tokens)
     config = TrainingConfig(
         epochs=args.rerank_epochs,
         batch_size=args.batch_size,
@@ -380,7 +384,7 @@ def train_reranker(
     result = Trainer(reranker, [(CrossEncoderBCELoss(reranker), pairs)], config, output_dir=output).fit()
     timings["train re-ranker"] = result.train_seconds
     print(f"{result.steps} steps, {result.train_seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    return CrossEncoder.load(output, device="cpu", precision="fp32")
+    return CrossEncoder.load(output, device=args.device, precision="fp32")
 
 
 def rerank_stage(
@@ -448,7 +452,7 @@ def corpus_only(
     print(f"\n== 6. corpus only: pseudo-queries, mined negatives, MNRL ({args.corpus_epochs} epoch(s)), re-embed ==")
     name = "scifact-corpus-adapted"
     start = time.perf_counter()
-    trainable = SentenceEncoder.load(device="cpu", precision="fp32")
+    trainable = SentenceEncoder.load(device=args.device, precision="fp32")
     with TextCollection("scifact", trainable, location=store) as coll:
         with TextCollection(name, trainable, location=store) as stale:  # from an earlier run
             if stale.exists():
@@ -472,7 +476,7 @@ def corpus_only(
     timings["corpus only"] = time.perf_counter() - start
     print(result.report())
     figures = {}
-    trained = SentenceEncoder.load(result.model, device="cpu", precision="fp32")
+    trained = SentenceEncoder.load(result.model, device=args.device, precision="fp32")
     with TextCollection(name, trained, location=store) as coll:
         coll.optimize()
         for split, (queries, qrels) in judged.items():
@@ -485,6 +489,10 @@ def corpus_only(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--device", default="cpu", help="torch device for encoding and training (cpu, cuda)")
+    parser.add_argument(
+        "--fold", type=int, default=0, choices=range(DEV_ONE_IN), help="which fifth of the train claims is dev"
+    )
     parser.add_argument("--eval-queries", type=Path, default=None, help="BEIR queries.jsonl to measure on")
     parser.add_argument("--eval-qrels", type=Path, default=None, help="BEIR qrels TSV of --eval-queries")
     parser.add_argument("--epochs", type=int, default=3)
@@ -533,13 +541,13 @@ def main() -> None:
     logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
     logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
     began = time.perf_counter()
-    print(f"{sys.platform}, torch CPU, {cpu_summary()}")
+    print(f"{sys.platform}, torch on {args.device}, {cpu_summary()}")
     folder = args.data / "scifact"
     corpus = read_corpus(folder / "corpus.jsonl.gz", args.docs)
     known = set(corpus.ids)
     queries, qrels = read_split(folder / "queries_train.jsonl", folder / "qrels" / "train.tsv", known)
-    train = {q: t for q, t in queries.items() if not is_dev(q)}
-    dev = {q: t for q, t in queries.items() if is_dev(q)}
+    train = {q: t for q, t in queries.items() if not is_dev(q, args.fold)}
+    dev = {q: t for q, t in queries.items() if is_dev(q, args.fold)}
     if args.eval_queries is not None:
         eval_queries, eval_qrels = read_split(args.eval_queries, args.eval_qrels, known)
         split = f"{args.eval_queries.name} ({len(eval_queries)} queries)"
@@ -548,7 +556,7 @@ def main() -> None:
     else:
         eval_queries, eval_qrels, split = dev, {q: qrels[q] for q in dev}, f"dev split ({len(dev)} queries)"
     print(f"{len(corpus.ids)} abstracts; train {len(train)} queries, dev {len(dev)}; measured on {split}")
-    base = SentenceEncoder.load(device="cpu", precision="fp32")
+    base = SentenceEncoder.load(device=args.device, precision="fp32")
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.output or Path(tmp)
@@ -591,7 +599,7 @@ def main() -> None:
                 trained = fine_tune(args, mined.examples, evaluator, root / "model", timings)
             else:
                 print(f"\n== 3b. the model trained by an earlier run: {args.trained} ==")
-                trained = SentenceEncoder.load(args.trained, device="cpu", precision="fp32")
+                trained = SentenceEncoder.load(args.trained, device=args.device, precision="fp32")
             trained.max_seq_length = base.max_seq_length
             slots = None
             if args.stages:
@@ -622,6 +630,7 @@ def main() -> None:
     print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     figures: dict[str, float | None] = {
+        "eval_queries": len(eval_queries),
         "dense_before": before["dense"][0],
         "dense_after": after["dense"][0] if after else None,
         "hybrid_before": before["hybrid"][0],
