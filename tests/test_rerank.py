@@ -13,6 +13,7 @@ from flavours import Engines
 from test_collection import QUESTIONS
 
 from sbert_qdrant import CrossEncoder, InvalidArgumentError, SentenceEncoder
+from sbert_qdrant._collection.search import blended_scores
 from sbert_qdrant.cli import main
 from sbert_qdrant.testing import tiny_encoder
 
@@ -78,6 +79,51 @@ def test_bad_rerank_arguments_are_refused(make: Engines, tiny_encoder: SentenceE
         coll.search_text("x", rerank=tiny_encoder)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="rerank_candidates=0"):
         coll.search_text("x", rerank=cross, rerank_candidates=0)
+    for weight in (0, 1.5, True, "0.5", float("nan")):
+        with pytest.raises(InvalidArgumentError, match="rerank_weight="):
+            coll.search_text("x", rerank=cross, rerank_weight=weight)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="rerank_weight="):
+            coll.search_documents("x", rerank=cross, rerank_weight=weight)  # type: ignore[arg-type]
+
+
+def test_blended_scores_scale_each_score_over_the_candidates() -> None:
+    assert blended_scores([3.0, -1.0], [0.2, 0.9], 1) == [3.0, -1.0]  # the re-ranker alone: its own scores
+    assert blended_scores([3.0, 1.0, 2.0], [0.2, 0.6, 1.0], 0.25) == pytest.approx([0.25, 0.375, 0.875])
+    assert blended_scores([5.0, 5.0], [0.1, 0.3], 0.5) == pytest.approx([0.0, 0.5])  # a constant score adds nothing
+    assert blended_scores([], [], 0.5) == []
+
+
+class ReversedRetrieval:
+    """A re-ranker (the Reranker protocol) that scores a pair by the rank its text has in ``order``, best first: a
+    stand-in whose scores this test knows, not a model."""
+
+    num_labels = 1
+
+    def __init__(self, order: list[str]) -> None:
+        self.order = order
+
+    def predict(self, pairs: list[tuple[str, str]], batch_size: int = 32) -> np.ndarray:
+        return np.array([-float(self.order.index(text)) for _, text in pairs])
+
+
+def test_rerank_weight_blends_the_rerankers_order_with_the_retrievals(
+    make: Engines, tiny_encoder: SentenceEncoder
+) -> None:
+    coll = make.open(tiny_encoder)
+    coll.upsert_texts(QUESTIONS)
+    query = "learning Python"
+    plain = coll.search_text(query, limit=6)
+    reverse = ReversedRetrieval([h.text or "" for h in reversed(plain)])  # the retrieval's order, upside down
+    alone = coll.search_text(query, limit=6, rerank=reverse, rerank_candidates=6)
+    assert [h.id for h in alone] == [h.id for h in reversed(plain)]
+    kept = coll.search_text(query, limit=6, rerank=reverse, rerank_candidates=6, rerank_weight=0.01)
+    assert kept[0].id == plain[0].id  # a small weight: the retrieval's best stays first
+    first = [h.score for h in plain]
+    low, high = min(first), max(first)
+    for hit in kept:
+        rank = [h.id for h in plain].index(hit.id)
+        cross = rank / 5  # the stand-in's score of this hit (rank - 5), min-max scaled over the six
+        assert hit.score == pytest.approx(0.01 * cross + 0.99 * (hit.retrieval_score - low) / (high - low), abs=1e-5)
 
 
 def test_cli_search_reranks_with_a_saved_cross_encoder(
@@ -97,3 +143,8 @@ def test_cli_search_reranks_with_a_saved_cross_encoder(
     expected = sorted(cross.predict([("learning Python", q) for q in QUESTIONS]).tolist(), reverse=True)[:2]
     assert [r["score"] for r in rows] == pytest.approx(expected, abs=1e-5)
     assert all(r["retrieval_score"] is not None for r in rows)
+    blend = ["--rerank", str(cross_dir), "--rerank-weight", "0.5", "--json", *engine]
+    assert main(["search", "learning Python", "--limit", "6", *blend]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 6 and all(0 <= r["score"] <= 1 for r in rows)  # the blend of two scaled scores
+    assert max(r["score"] for r in rows) > 0.5 > min(r["score"] for r in rows)

@@ -145,12 +145,13 @@ class Documents:
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
+        rerank_weight: float,
         search_params: models.SearchParams | None,
     ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks."""
         context = self.context
         config = context.config
-        depth = rerank_depth(rerank, rerank_candidates, limit)
+        depth = rerank_depth(rerank, rerank_candidates, limit, rerank_weight)
         if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
             raise InvalidArgumentError(f"chunks={chunks!r} must be a positive integer.")
         if score not in ("max", "sum"):
@@ -170,7 +171,7 @@ class Documents:
             if rows
         ]
         if rerank is not None:
-            return run_blocking(reranked_documents, config, texts[0], hits, rerank, limit, score)
+            return run_blocking(reranked_documents, config, texts[0], hits, rerank, limit, score, rerank_weight)
         if score == "sum":
             hits.sort(key=lambda h: -h.score)
         return tie_ordered(hits, lambda h: (type(h.id).__name__, str(h.id)))

@@ -194,6 +194,7 @@ class TextCollection(CollectionBase):
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
+        rerank_weight: float = 1.0,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
@@ -207,7 +208,10 @@ class TextCollection(CollectionBase):
         ``weights=(dense, sparse)``); the score is the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by
         maximal marginal relevance (dense vectors).
         candidates: hits each stage draws (default ``max(limit, 100)``). rerank: a CrossEncoder that re-scores the
-        best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score.
+        best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score;
+        rerank_weight below 1 blends: ``weight * cross + (1 - weight) * retrieval``, each score min-max scaled over
+        the query's candidates (a re-ranker trained on few queries adds to the retrieval order instead of replacing
+        it; ``Hit.retrieval_score`` keeps the retrieval's own).
         search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
         collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
         server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
@@ -229,6 +233,7 @@ class TextCollection(CollectionBase):
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
+            rerank_weight=rerank_weight,
             search_params=search_params,
             using=using,
             rescore=rescore,
@@ -252,6 +257,7 @@ class TextCollection(CollectionBase):
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
+        rerank_weight: float = 1.0,
         search_params: models.SearchParams | None = None,
         using: str | None = None,
         rescore: str | None = None,
@@ -272,6 +278,7 @@ class TextCollection(CollectionBase):
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
+            rerank_weight=rerank_weight,
             search_params=search_params,
             using=using,
             rescore=rescore,
@@ -412,6 +419,7 @@ class TextCollection(CollectionBase):
         candidates: int | None = None,
         rerank: Reranker | None = None,
         rerank_candidates: int = 50,
+        rerank_weight: float = 1.0,
         search_params: models.SearchParams | None = None,
     ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
@@ -421,7 +429,8 @@ class TextCollection(CollectionBase):
         are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
         diversity: 0..1 picks chunks by maximal marginal relevance (dense vectors) among ``candidates``, and
         documents in the order of their first pick: fewer near-repeats in a RAG context.
-        rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents.
+        rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents
+        (rerank_weight: as in ``search_text``, per chunk).
         search_params: as in ``search_text``.
         """
         return self._documents.search(
@@ -438,6 +447,7 @@ class TextCollection(CollectionBase):
             candidates=candidates,
             rerank=rerank,
             rerank_candidates=rerank_candidates,
+            rerank_weight=rerank_weight,
             search_params=search_params,
         )
 

@@ -252,9 +252,9 @@ def _score(item: Any) -> float:
 # -- re-ranking ----------------------------------------------------------------------------------------------------
 
 
-def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
+def rerank_depth(rerank: object, rerank_candidates: int, limit: int, rerank_weight: float = 1.0) -> int:
     """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank. The one
-    check of ``limit`` in a search."""
+    check of ``limit`` and of the re-rank arguments in a search."""
     check_limit(limit)
     if rerank is None:
         return limit
@@ -266,7 +266,25 @@ def rerank_depth(rerank: object, rerank_candidates: int, limit: int) -> int:
         )
     if isinstance(rerank_candidates, bool) or not isinstance(rerank_candidates, int) or rerank_candidates < 1:
         raise InvalidArgumentError(f"rerank_candidates={rerank_candidates!r} must be a positive integer.")
+    if isinstance(rerank_weight, bool) or not isinstance(rerank_weight, (int, float)) or not 0 < rerank_weight <= 1:
+        raise InvalidArgumentError(
+            f"rerank_weight={rerank_weight!r} must be a number in (0, 1]: 1 orders by the re-ranker alone, less "
+            "blends its score with the retrieval score."
+        )
     return max(limit, rerank_candidates)
+
+
+def blended_scores(cross: Sequence[float], retrieval: Sequence[float], weight: float) -> list[float]:
+    """``weight * cross + (1 - weight) * retrieval``, each min-max scaled over the candidates (a constant list
+    scales to 0); ``weight`` 1 returns the cross-encoder's scores as they are."""
+    if weight == 1:
+        return list(cross)
+
+    def scaled(values: Sequence[float]) -> list[float]:
+        low, high = min(values, default=0.0), max(values, default=0.0)
+        return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+
+    return [weight * c + (1 - weight) * r for c, r in zip(scaled(cross), scaled(retrieval), strict=True)]
 
 
 def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
@@ -280,23 +298,39 @@ def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple
 
 
 def reranked(
-    settings: CollectionConfig, queries: list[str], found: list[list[Hit]], cross: Reranker, limit: int
+    settings: CollectionConfig,
+    queries: list[str],
+    found: list[list[Hit]],
+    cross: Reranker,
+    limit: int,
+    weight: float = 1.0,
 ) -> list[list[Hit]]:
-    """Each query's hits re-scored by the re-ranker, best ``limit`` first (blocking)."""
+    """Each query's hits re-scored by the re-ranker (blended with their retrieval score by ``weight``), best
+    ``limit`` first (blocking)."""
     pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
     scores = iter(_cross_scores(settings, cross, pairs))
     out = []
     for hits in found:
-        rescored = [replace(h, score=next(scores), retrieval_score=h.score) for h in hits]
+        new = blended_scores([next(scores) for _ in hits], [h.score for h in hits], weight)
+        rescored = [replace(h, score=s, retrieval_score=h.score) for h, s in zip(hits, new, strict=True)]
         out.append(sorted(rescored, key=lambda h: -h.score)[:limit])
     return out
 
 
 def reranked_documents(
-    settings: CollectionConfig, query: str, hits: list[DocumentHit], cross: Reranker, limit: int, scoring: str
+    settings: CollectionConfig,
+    query: str,
+    hits: list[DocumentHit],
+    cross: Reranker,
+    limit: int,
+    scoring: str,
+    weight: float = 1.0,
 ) -> list[DocumentHit]:
-    """Documents re-scored by the re-ranker over their listed chunks, best ``limit`` first (blocking)."""
-    scores = iter(_cross_scores(settings, cross, [(query, c.text) for h in hits for c in h.chunks]))
+    """Documents re-scored by the re-ranker over their listed chunks (each chunk's score blended with its retrieval
+    score by ``weight``, over all listed chunks), best ``limit`` first (blocking)."""
+    listed = [c for h in hits for c in h.chunks]
+    cross_scores = _cross_scores(settings, cross, [(query, c.text) for c in listed])
+    scores = iter(blended_scores(cross_scores, [c.score for c in listed], weight))
     out = []
     for hit in hits:
         chunks = [replace(c, score=next(scores), retrieval_score=c.score) for c in hit.chunks]

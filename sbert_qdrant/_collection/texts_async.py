@@ -134,6 +134,7 @@ class AsyncTexts:
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
+        rerank_weight: float,
         search_params: models.SearchParams | None,
         using: str | None,
         rescore: str | None,
@@ -143,11 +144,13 @@ class AsyncTexts:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
         check_limit(limit)
         check_offset(offset)
-        depth = rerank_depth(rerank, rerank_candidates, limit + offset)
+        depth = rerank_depth(rerank, rerank_candidates, limit + offset, rerank_weight)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using, rescore)
         found = await self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is not None and found:
-            found = await run_blocking(reranked, self.context.config, list(queries), found, rerank, limit + offset)
+            found = await run_blocking(
+                reranked, self.context.config, list(queries), found, rerank, limit + offset, rerank_weight
+            )
         return await self._paged(found, offset, with_vectors)
 
     async def search_vector(

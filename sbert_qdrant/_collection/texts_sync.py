@@ -136,6 +136,7 @@ class Texts:
         candidates: int | None,
         rerank: Reranker | None,
         rerank_candidates: int,
+        rerank_weight: float,
         search_params: models.SearchParams | None,
         using: str | None,
         rescore: str | None,
@@ -145,11 +146,13 @@ class Texts:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
         check_limit(limit)
         check_offset(offset)
-        depth = rerank_depth(rerank, rerank_candidates, limit + offset)
+        depth = rerank_depth(rerank, rerank_candidates, limit + offset, rerank_weight)
         plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using, rescore)
         found = self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
         if rerank is not None and found:
-            found = run_blocking(reranked, self.context.config, list(queries), found, rerank, limit + offset)
+            found = run_blocking(
+                reranked, self.context.config, list(queries), found, rerank, limit + offset, rerank_weight
+            )
         return self._paged(found, offset, with_vectors)
 
     def search_vector(

@@ -191,7 +191,7 @@ def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
 def _score_label(args: argparse.Namespace) -> str:
     """What the printed scores are: the search mode's own, or the cross-encoder's."""
     if args.rerank is not None:
-        return "cross-encoder"
+        return "cross-encoder" if args.rerank_weight == 1 else f"cross-encoder blended, weight {args.rerank_weight:g}"
     return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion} fused")
 
 
@@ -209,6 +209,7 @@ def _search_documents(args: argparse.Namespace) -> int:
                 diversity=args.diversity,
                 rerank=cross_encoder,
                 rerank_candidates=args.rerank_candidates,
+                rerank_weight=args.rerank_weight,
                 search_params=_search_params(args),
             )
             for query in args.query
@@ -244,6 +245,7 @@ def _search(args: argparse.Namespace) -> int:
             diversity=args.diversity,
             rerank=_cross_encoder(args),
             rerank_candidates=args.rerank_candidates,
+            rerank_weight=args.rerank_weight,
             search_params=_search_params(args),
         )
     for query, found in zip(args.query, hits, strict=True):
@@ -390,6 +392,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument("--rerank", default=None, metavar="MODEL_DIR", help="re-rank hits with this cross-encoder")
     search.add_argument("--rerank-candidates", type=int, default=50, help="hits the cross-encoder re-scores")
+    search.add_argument(
+        "--rerank-weight",
+        type=float,
+        default=1.0,
+        help="the cross-encoder's weight in (0, 1]: 1 orders by it alone, less blends its score with the retrieval "
+        "score (each min-max scaled over the candidates)",
+    )
     search.add_argument(
         "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
     )

@@ -20,7 +20,7 @@ from ...records import Hit
 from ._records import delete_args, query_filter, to_document, upsert_args
 from .embeddings import LangChainEncoder, SbertEmbeddings, as_encoder
 
-_SEARCH_OPTIONS = frozenset({"mode", "fusion", "weights", "candidates", "rerank", "rerank_candidates"})
+_SEARCH_OPTIONS = frozenset({"mode", "fusion", "weights", "candidates", "rerank", "rerank_candidates", "rerank_weight"})
 
 
 class SbertQdrantVectorStore(VectorStore):
@@ -31,7 +31,7 @@ class SbertQdrantVectorStore(VectorStore):
     A document's id is its own (``Document.id`` or ``ids=``), else derived from its text and metadata, so that adding
     the same documents again overwrites them and never duplicates. Metadata is stored as the point's payload, beside
     the text (``"text"`` and ``"key"`` are reserved).
-    mode, fusion, weights, candidates, rerank, rerank_candidates: the defaults of every search, as in
+    mode, fusion, weights, candidates, rerank, rerank_candidates, rerank_weight: the defaults of every search, as in
     ``TextCollection.search_text`` (e.g. ``mode="hybrid"``); each search may override them.
     """
 
@@ -46,6 +46,7 @@ class SbertQdrantVectorStore(VectorStore):
         candidates: int | None = None,
         rerank: CrossEncoder | None = None,
         rerank_candidates: int = 50,
+        rerank_weight: float = 1.0,
     ) -> None:
         if isinstance(collection, AsyncTextCollection):
             if async_collection is not None:
@@ -72,6 +73,7 @@ class SbertQdrantVectorStore(VectorStore):
             "candidates": candidates,
             "rerank": rerank,
             "rerank_candidates": rerank_candidates,
+            "rerank_weight": rerank_weight,
         }
         self._embeddings: Embeddings | None = None
 
@@ -181,7 +183,8 @@ class SbertQdrantVectorStore(VectorStore):
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The ``k`` documents best matching ``query``; kwargs: ``filter``, ``score_threshold`` and the search
-        options (``mode``, ``fusion``, ``weights``, ``candidates``, ``rerank``, ``rerank_candidates``)."""
+        options (``mode``, ``fusion``, ``weights``, ``candidates``, ``rerank``, ``rerank_candidates``,
+        ``rerank_weight``)."""
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
