@@ -10,6 +10,7 @@ vectors (count, list, delete) without waiting for the model.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
+
+logger = logging.getLogger(__name__)
 
 #: What an agent is told when another process holds the store.
 SHARE = (
@@ -87,9 +90,16 @@ class Backend:
         return encoder
 
     def _load_encoder(self) -> TextEncoder:
-        from ...encoder import load_encoder
+        """The settings' model on NumPy where it runs there (no torch imported: a first find in about a second),
+        else on torch; on this server's one text at a time both take the same time (docs/mcp.md, 'Start-up')."""
+        from ...encoder import EncoderSpec
 
-        return load_encoder(self.settings)
+        spec = EncoderSpec.of(self.settings)
+        try:
+            return spec.load_numpy()
+        except UnsupportedError as exc:
+            logger.info("the model runs on torch: %s", exc)
+            return spec.load()
 
     def _load_cross_encoder(self) -> CrossEncoder:
         from ...encoder import CrossEncoder
