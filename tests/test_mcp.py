@@ -177,7 +177,7 @@ def test_the_first_find_answers_without_torch_and_store_works_after(
     run = run_child([sys.executable, "-c", _FIND_WITHOUT_TORCH, str(tmp_path / "qdrant"), note])
     assert run.returncode == 0, run.stderr[-2000:]
     found, imported, store_failed, again = json.loads(run.stdout.splitlines()[-1])
-    assert [e["text"] for e in found["entries"]][0] == NOTES[2] and imported == []
+    assert found["entries"][0]["text"] == NOTES[2] and imported == []
     assert not store_failed and again["entries"][0]["text"] == note
     with TextCollection("notes", default_encoder, location=tmp_path / "qdrant") as collection:
         assert collection.search_text("dentist", limit=1)[0].text == note  # the torch encoder reads it back
