@@ -25,17 +25,19 @@ collection, and documents with chunk context, in one run.
 Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
 are measured on dev, or on ``--eval-queries`` / ``--eval-qrels`` (BEIR format, e.g. SciFact's test split) when given.
+The hash cuts five folds: ``--fold K`` makes fold K dev (0 by default); the five runs' figures, weighted by
+``eval_queries``, measure the whole train split with every claim held out once (cross-validation).
 
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context] [--no-stages]
         [--token-dim 128] [--late-epochs 3] [--rescore-candidates 50] [--rerank-depths 10,20,50] [--trained PATH]
-        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]]
+        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--device cuda] [--fold K]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
-of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms,
-CPU, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` / ``corpus_only_hybrid``
-(evaluation queries) and the same with ``_train_split`` (all train queries) beside ``dense_before_train_split`` /
-``hybrid_before_train_split``.
+of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms on
+``--device``, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` /
+``corpus_only_hybrid`` (evaluation queries) and the same with ``_train_split`` (all train queries) beside
+``dense_before_train_split`` / ``hybrid_before_train_split``; ``eval_queries`` counts the evaluation queries.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from sbert_qdrant import CrossEncoder, MultiVectorEncoder, SentenceEncoder, Text
 from sbert_qdrant.adaptation import adapt_to_corpus
 from sbert_qdrant.training import (
     CrossEncoderBCELoss,
+    CrossEncoderListwiseLoss,
     MaxSimRankingLoss,
     MinedNegatives,
     MiningGuards,
@@ -118,8 +121,10 @@ def read_split(queries_path: Path, qrels_path: Path, known: set[str]) -> tuple[d
     return queries, {q: qrels[q] for q in queries}
 
 
-def is_dev(query_id: str) -> bool:
-    return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == 0
+def is_dev(query_id: str, fold: int = 0) -> bool:
+    """Whether a train claim is in the dev fold: the train split is cut into DEV_ONE_IN folds by a hash of the
+    id; fold 0 is the dev split every figure uses unless ``--fold`` names another (cross-validation)."""
+    return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == fold
 
 
 class Rankings:
@@ -221,7 +226,7 @@ def fine_tune(
         f"\n== 3b. train: MNRL, {args.negatives} hard negative(s), batches of {args.batch_size} without "
         f"duplicates, lr {args.lr}, {args.epochs} epoch(s), {args.train_tokens} tokens =="
     )
-    encoder = SentenceEncoder.load(device="cpu", precision="fp32", max_seq_length=args.train_tokens)
+    encoder = SentenceEncoder.load(device=args.device, precision="fp32", max_seq_length=args.train_tokens)
     steps = args.epochs * -(-len(examples) // args.batch_size)
     config = TrainingConfig(
         epochs=args.epochs,
@@ -318,7 +323,7 @@ def train_token_projection(
         trained.max_seq_length = served
     timings["train late interaction"] = result.train_seconds
     print(f"{result.steps} steps, {result.train_seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    return MultiVectorEncoder.load(output, device="cpu", max_seq_length=served)  # as a user loads it back
+    return MultiVectorEncoder.load(output, device=args.device, max_seq_length=served)  # as a user loads it back
 
 
 def stored_bytes(encoder: MultiVectorEncoder, texts: list[str]) -> float:
@@ -360,48 +365,105 @@ def late_interaction(
     return stages
 
 
+@dataclass(frozen=True)
+class RerankerSpec:
+    """One re-ranker recipe: where its transformer starts (``default``: the default model; ``adapted``: the model
+    step 3b trained), its loss (``bce`` on mined (query, text, 1 / 0) pairs; ``listwise``: softmax over a query's
+    positive and ``--rerank-negatives`` mined negatives), epochs and learning rate."""
+
+    init: Literal["default", "adapted"]
+    loss: Literal["bce", "listwise"]
+    epochs: int
+    lr: float
+
+    @classmethod
+    def parse(cls, text: str) -> RerankerSpec:
+        init, loss, epochs, lr = text.split(":")
+        if init not in ("default", "adapted") or loss not in ("bce", "listwise"):
+            raise ValueError(f"{text!r}: expected init:loss:epochs:lr, e.g. adapted:listwise:3:2e-5")
+        return cls(init, loss, int(epochs), float(lr))  # type: ignore[arg-type]
+
+    @property
+    def label(self) -> str:
+        return f"{self.init}_{self.loss}_{self.epochs}ep_{self.lr:g}"
+
+
 def train_reranker(
-    args: argparse.Namespace, mined: MinedNegatives, output: Path, timings: dict[str, float]
+    args: argparse.Namespace,
+    spec: RerankerSpec,
+    mined: MinedNegatives,
+    adapted: Path,
+    output: Path,
+    timings: dict[str, float],
 ) -> CrossEncoder:
-    """Step 5b: a cross-encoder from the default model's weights, BCE on the mined (query, text, 1 / 0) pairs."""
-    pairs = mined.labelled_pairs()
+    """Step 5b: a cross-encoder (a fresh one-score head on the default or the adapted model's transformer), trained
+    on the mined negatives as ``spec`` says."""
+    if spec.loss == "bce":
+        objective_data: list[Any] = mined.labelled_pairs()
+    else:
+        size = args.rerank_negatives + 2
+        objective_data = [e for e in mined.examples if len(e.texts) == size]
     print(
-        f"\n== 5b. re-ranker: a cross-encoder from the default model, BCE on {len(pairs)} mined pairs, "
-        f"{args.rerank_epochs} epoch(s), lr {args.rerank_lr}, {args.rerank_tokens} tokens =="
+        f"\n== 5b. re-ranker {spec.label}: a cross-encoder from the {spec.init} model, {spec.loss} on "
+        f"{len(objective_data)} mined {'pairs' if spec.loss == 'bce' else 'groups'}, {args.rerank_tokens} tokens =="
     )
-    reranker = CrossEncoder.from_transformer(device="cpu", max_seq_length=args.rerank_tokens)
+    start = adapted if spec.init == "adapted" else None
+    reranker = CrossEncoder.from_transformer(start, device=args.device, max_seq_length=args.rerank_tokens)
+    loss = CrossEncoderBCELoss(reranker) if spec.loss == "bce" else CrossEncoderListwiseLoss(reranker)
     config = TrainingConfig(
-        epochs=args.rerank_epochs,
-        batch_size=args.batch_size,
-        learning_rate=args.rerank_lr,
+        epochs=spec.epochs,
+        batch_size=args.batch_size if spec.loss == "bce" else max(1, args.batch_size // 4),
+        learning_rate=spec.lr,
         precision="fp32",
         show_progress_bar=True,
     )
-    result = Trainer(reranker, [(CrossEncoderBCELoss(reranker), pairs)], config, output_dir=output).fit()
-    timings["train re-ranker"] = result.train_seconds
+    result = Trainer(reranker, [(loss, objective_data)], config, output_dir=output).fit()
+    timings[f"train re-ranker {spec.label}"] = result.train_seconds
     print(f"{result.steps} steps, {result.train_seconds:.0f} s; loss {result.losses[0]:.3f} -> {result.losses[-1]:.3f}")
-    return CrossEncoder.load(output, device="cpu", precision="fp32")
+    return CrossEncoder.load(output, device=args.device, precision="fp32")
+
+
+def blended(hits: list[Any], weight: float) -> list[Any]:
+    """Re-ranked hits re-ordered by ``(1 - weight) * cross-encoder + weight * retrieval`` score, each min-max scaled
+    over the query's candidates (weight 0: the cross-encoder's order)."""
+
+    def scaled(values: list[float]) -> list[float]:
+        low, high = min(values), max(values)
+        return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+
+    if not hits or weight == 0:
+        return hits
+    cross, first = scaled([h.score for h in hits]), scaled([h.retrieval_score for h in hits])
+    order = sorted(range(len(hits)), key=lambda i: -((1 - weight) * cross[i] + weight * first[i]))
+    return [hits[i] for i in order]
+
+
+#: (re-ranker label, depth k, blend weight) -> the stage's figures.
+RerankFigures = dict[tuple[str, int, float], Stage]
 
 
 def rerank_stage(
     args: argparse.Namespace,
+    label: str,
     reranker: CrossEncoder,
     store: Path,
     trained: SentenceEncoder,
     slots: dict[str, MultiVectorEncoder],
     queries: dict[str, str],
     qrels: dict[str, set[str]],
-) -> dict[int, Stage]:
-    """Step 5c: the late-interaction hits re-ranked by the cross-encoder, the best ``k`` of them, at each depth."""
-    print("\n== 5c. re-rank the hybrid + late interaction hits with the trained cross-encoder ==")
-    depths: dict[int, Stage] = {}
+) -> RerankFigures:
+    """Step 5c: the late-interaction hits re-ranked by the cross-encoder at each depth k, its score alone and
+    blended with the late-interaction score at each ``--rerank-blends`` weight (the same hits, re-ordered)."""
+    print(f"\n== 5c. re-rank the hybrid + late interaction hits with {label} ==")
+    figures: RerankFigures = {}
     with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
         for k in args.rerank_depths:
+            found: list[list[Any]] = []
 
-            def search(qs: list[str], k: int = k) -> list[list[Any]]:
-                return coll.search_texts(
+            def search(qs: list[str], k: int = k, found: list[list[Any]] = found) -> list[list[Any]]:
+                found[:] = coll.search_texts(
                     qs,
-                    limit=min(k, 100),
+                    limit=k,
                     with_payload=False,
                     mode="hybrid",
                     rescore="tokens",
@@ -409,16 +471,22 @@ def rerank_stage(
                     rerank=reranker,
                     rerank_candidates=k,
                 )
+                return found
 
-            depths[k] = Stage(*timed_scores(queries, qrels, search))
-            print(f"re-rank top {k}: {depths[k]}")
-    return depths
+            _, ms = timed_scores(queries, qrels, search)
+            for weight in args.rerank_blends:
+                ranked = [blended(hits, weight) for hits in found]
+                figures[label, k, weight] = Stage(scores(queries, qrels, lambda qs, ranked=ranked: ranked), ms)
+                print(f"re-rank top {k}, blend {weight:g}: {figures[label, k, weight]}")
+    return figures
 
 
-def stages_figures(late: dict[str, Stage], rerank: dict[int, Stage], hybrid_after: float) -> dict[str, float | None]:
-    """The stages' JSON keys: each stage's nDCG@10, gain over the stage before, ms per query and bytes per point."""
-    best_k = max(rerank, key=lambda k: rerank[k].scores[0])
-    trained, raw, reranked = late["tokens"], late.get("raw"), rerank[best_k]
+def stages_figures(late: dict[str, Stage], rerank: RerankFigures, hybrid_after: float) -> dict[str, float | None]:
+    """The stages' JSON keys: each stage's nDCG@10, gain over the stage before, ms per query and bytes per point;
+    ``rerank_after`` is the first re-ranker at its best depth and blend, every other one keyed by its label."""
+    headline = next(iter(rerank))[0]
+    best = max((key for key in rerank if key[0] == headline), key=lambda key: rerank[key].scores[0])
+    trained, raw, reranked = late["tokens"], late.get("raw"), rerank[best]
     return {
         "late_interaction_raw": raw.scores[0] if raw else None,
         "late_interaction_raw_gain": raw.scores[0] - hybrid_after if raw else None,
@@ -431,9 +499,10 @@ def stages_figures(late: dict[str, Stage], rerank: dict[int, Stage], hybrid_afte
         "rerank_after": reranked.scores[0],
         "rerank_gain": reranked.scores[0] - trained.scores[0],
         "rerank_ms": reranked.ms_per_query - trained.ms_per_query,
-        "rerank_k": best_k,
-        **{f"rerank_after_k{k}": stage.scores[0] for k, stage in rerank.items()},
-        **{f"rerank_ms_k{k}": stage.ms_per_query - trained.ms_per_query for k, stage in rerank.items()},
+        "rerank_k": best[1],
+        "rerank_blend": best[2],
+        **{f"rerank_after_{lb}_k{k}_w{w:g}": stage.scores[0] for (lb, k, w), stage in rerank.items()},
+        **{f"rerank_ms_k{k}": stage.ms_per_query - trained.ms_per_query for (lb, k, w), stage in rerank.items()},
     }
 
 
@@ -448,7 +517,7 @@ def corpus_only(
     print(f"\n== 6. corpus only: pseudo-queries, mined negatives, MNRL ({args.corpus_epochs} epoch(s)), re-embed ==")
     name = "scifact-corpus-adapted"
     start = time.perf_counter()
-    trainable = SentenceEncoder.load(device="cpu", precision="fp32")
+    trainable = SentenceEncoder.load(device=args.device, precision="fp32")
     with TextCollection("scifact", trainable, location=store) as coll:
         with TextCollection(name, trainable, location=store) as stale:  # from an earlier run
             if stale.exists():
@@ -472,7 +541,7 @@ def corpus_only(
     timings["corpus only"] = time.perf_counter() - start
     print(result.report())
     figures = {}
-    trained = SentenceEncoder.load(result.model, device="cpu", precision="fp32")
+    trained = SentenceEncoder.load(result.model, device=args.device, precision="fp32")
     with TextCollection(name, trained, location=store) as coll:
         coll.optimize()
         for split, (queries, qrels) in judged.items():
@@ -485,6 +554,10 @@ def corpus_only(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--device", default="cpu", help="torch device for encoding and training (cpu, cuda)")
+    parser.add_argument(
+        "--fold", type=int, default=0, choices=range(DEV_ONE_IN), help="which fifth of the train claims is dev"
+    )
     parser.add_argument("--eval-queries", type=Path, default=None, help="BEIR queries.jsonl to measure on")
     parser.add_argument("--eval-qrels", type=Path, default=None, help="BEIR qrels TSV of --eval-queries")
     parser.add_argument("--epochs", type=int, default=3)
@@ -518,8 +591,16 @@ def main() -> None:
     parser.add_argument("--late-epochs", type=int, default=3)
     parser.add_argument("--late-lr", type=float, default=1e-3)
     parser.add_argument("--rescore-candidates", type=int, default=50, help="hybrid hits re-scored by MaxSim")
-    parser.add_argument("--rerank-epochs", type=int, default=1)
-    parser.add_argument("--rerank-lr", type=float, default=5e-5)
+    parser.add_argument(
+        "--rerankers",
+        type=lambda v: [RerankerSpec.parse(x) for x in v.split(",")],
+        default=[RerankerSpec("adapted", "listwise", 3, 2e-5)],
+        help="re-ranker recipes init:loss:epochs:lr, comma-separated (the first is rerank_after)",
+    )
+    parser.add_argument("--rerank-negatives", type=int, default=7, help="listwise: mined negatives per query")
+    parser.add_argument(
+        "--rerank-blends", type=lambda v: [float(w) for w in v.split(",")], default=[0.0, 0.25, 0.5, 0.75]
+    )
     parser.add_argument("--rerank-tokens", type=int, default=256, help="the cross-encoder's max_seq_length")
     parser.add_argument(
         "--rerank-depths", type=lambda v: [int(k) for k in v.split(",")], default=[10, 20, 50], help="k,k,..."
@@ -533,13 +614,13 @@ def main() -> None:
     logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
     logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
     began = time.perf_counter()
-    print(f"{sys.platform}, torch CPU, {cpu_summary()}")
+    print(f"{sys.platform}, torch on {args.device}, {cpu_summary()}")
     folder = args.data / "scifact"
     corpus = read_corpus(folder / "corpus.jsonl.gz", args.docs)
     known = set(corpus.ids)
     queries, qrels = read_split(folder / "queries_train.jsonl", folder / "qrels" / "train.tsv", known)
-    train = {q: t for q, t in queries.items() if not is_dev(q)}
-    dev = {q: t for q, t in queries.items() if is_dev(q)}
+    train = {q: t for q, t in queries.items() if not is_dev(q, args.fold)}
+    dev = {q: t for q, t in queries.items() if is_dev(q, args.fold)}
     if args.eval_queries is not None:
         eval_queries, eval_qrels = read_split(args.eval_queries, args.eval_qrels, known)
         split = f"{args.eval_queries.name} ({len(eval_queries)} queries)"
@@ -548,7 +629,7 @@ def main() -> None:
     else:
         eval_queries, eval_qrels, split = dev, {q: qrels[q] for q in dev}, f"dev split ({len(dev)} queries)"
     print(f"{len(corpus.ids)} abstracts; train {len(train)} queries, dev {len(dev)}; measured on {split}")
-    base = SentenceEncoder.load(device="cpu", precision="fp32")
+    base = SentenceEncoder.load(device=args.device, precision="fp32")
     timings: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = args.output or Path(tmp)
@@ -575,6 +656,17 @@ def main() -> None:
             mined.write(root / "mined.jsonl")
             timings["mine"] = time.perf_counter() - start
             print(f"{len(mined.examples)} examples, {len(mined.skipped)} skipped, {timings['mine']:.1f} s")
+            mined_groups = mined
+            if any(spec.loss == "listwise" for spec in args.rerankers) and args.rerank_negatives != args.negatives:
+                mined_groups = mine_hard_negatives(
+                    coll,
+                    [q for q, _ in pairs],
+                    [d for _, d in pairs],
+                    mode=args.mine_mode,
+                    num_negatives=args.rerank_negatives,
+                    guards=guards,
+                )
+                print(f"re-ranker groups: {len(mined_groups.examples)} with {args.rerank_negatives} negatives each")
             dev_hits = coll.search_texts(list(dev.values()), limit=args.dev_pool, with_payload=False, mode="hybrid")
             pool = sorted({d for q in dev for d in qrels[q]} | {str(h.id) for hits in dev_hits for h in hits})
         documents = index_documents(args, corpus, base, store, eval_queries, eval_qrels, timings)
@@ -591,7 +683,7 @@ def main() -> None:
                 trained = fine_tune(args, mined.examples, evaluator, root / "model", timings)
             else:
                 print(f"\n== 3b. the model trained by an earlier run: {args.trained} ==")
-                trained = SentenceEncoder.load(args.trained, device="cpu", precision="fp32")
+                trained = SentenceEncoder.load(args.trained, device=args.device, precision="fp32")
             trained.max_seq_length = base.max_seq_length
             slots = None
             if args.stages:
@@ -600,8 +692,12 @@ def main() -> None:
             after = reembed(base, trained, store, eval_queries, eval_qrels, timings, slots)
             if slots:
                 late = late_interaction(args, corpus, trained, slots, store, eval_queries, eval_qrels)
-                reranker = train_reranker(args, mined, root / "reranker", timings)
-                rerank = rerank_stage(args, reranker, store, trained, slots, eval_queries, eval_qrels)
+                adapted = args.trained or root / "model"
+                rerank = {}
+                for spec in args.rerankers:
+                    group = mined_groups if spec.loss == "listwise" else mined
+                    reranker = train_reranker(args, spec, group, adapted, root / f"reranker-{spec.label}", timings)
+                    rerank |= rerank_stage(args, spec.label, reranker, store, trained, slots, eval_queries, eval_qrels)
         judged = {"": (eval_queries, eval_qrels), "_train_split": (queries, qrels)}
         corpus_figures = corpus_only(args, store, root, judged, timings) if args.corpus_only else {}
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
@@ -622,6 +718,7 @@ def main() -> None:
     print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     figures: dict[str, float | None] = {
+        "eval_queries": len(eval_queries),
         "dense_before": before["dense"][0],
         "dense_after": after["dense"][0] if after else None,
         "hybrid_before": before["hybrid"][0],
@@ -633,7 +730,7 @@ def main() -> None:
     if late and rerank and after:
         for label, stage in [
             *((f"hybrid + late interaction ({n})", v) for n, v in late.items() if n != "hybrid"),
-            *((f"  + re-rank top {k}", v) for k, v in rerank.items()),
+            *((f"  + {lb} top {k} blend {w:g}", v) for (lb, k, w), v in rerank.items()),
         ]:
             print(
                 f"{label:40}{stage.scores[0]:7.2f}  {stage.ms_per_query:7.1f} ms/query  "
