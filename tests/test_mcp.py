@@ -147,6 +147,42 @@ def test_count_and_delete_answer_without_the_model_or_torch(tmp_path: Path, tiny
     assert imported == []
 
 
+_FIND_WITHOUT_TORCH = """
+import asyncio, json, sys
+import mcp
+from sbert_qdrant.integrations.mcp import McpSettings, create_server
+
+async def main():
+    async with mcp.Client(create_server(McpSettings(location=sys.argv[1]))) as client:
+        found = await client.call_tool("qdrant-find", {"collection_name": "notes", "query": "where is my car?"})
+        imported = sorted({"torch", "transformers"} & set(sys.modules))
+        stored = await client.call_tool("qdrant-store", {"collection_name": "notes", "information": sys.argv[2]})
+        again = await client.call_tool("qdrant-find", {"collection_name": "notes", "query": "the dentist appointment"})
+    print(json.dumps([found.structured_content, imported, stored.is_error, again.structured_content]))
+
+asyncio.run(main())
+"""
+
+
+def test_the_first_find_answers_without_torch_and_store_works_after(
+    tmp_path: Path, default_encoder: SentenceEncoder
+) -> None:
+    """A fresh server with the default model answers its first find on NumPy, torch and transformers never
+    imported, in a collection written by the torch encoder (the same identity); a note it stores is found."""
+    from sbert_qdrant import TextCollection
+
+    with TextCollection("notes", default_encoder, location=tmp_path / "qdrant") as collection:
+        collection.upsert_texts(NOTES, ids=["n0", "n1", "n2"])
+    note = "The dentist appointment is on Tuesday at 9."
+    run = run_child([sys.executable, "-c", _FIND_WITHOUT_TORCH, str(tmp_path / "qdrant"), note])
+    assert run.returncode == 0, run.stderr[-2000:]
+    found, imported, store_failed, again = json.loads(run.stdout.splitlines()[-1])
+    assert found["entries"][0]["text"] == NOTES[2] and imported == []
+    assert not store_failed and again["entries"][0]["text"] == note
+    with TextCollection("notes", default_encoder, location=tmp_path / "qdrant") as collection:
+        assert collection.search_text("dentist", limit=1)[0].text == note  # the torch encoder reads it back
+
+
 async def test_a_failure_while_loading_in_the_background_reaches_the_first_find_and_the_log(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -14,6 +14,7 @@ from .layers import Dense as Dense
 from .layers import Normalize as Normalize
 from .loading import resolve_model_folder as resolve_model_folder
 from .multivector import MultiVectorEncoder as MultiVectorEncoder
+from .numpy_bert import NumpyEncoder as NumpyEncoder
 from .pooling import POOLING_MODES as POOLING_MODES
 from .pooling import AttentionPooling as AttentionPooling
 from .pooling import Pooling as Pooling
@@ -33,6 +34,7 @@ __all__ = [
     "LoadOptions",
     "MultiVectorEncoder",
     "Normalize",
+    "NumpyEncoder",
     "Pooling",
     "Precision",
     "RankedText",

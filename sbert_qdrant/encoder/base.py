@@ -17,6 +17,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from ..errors import ModelLoadError
+from .folder import read_json
 
 Features = dict[str, torch.Tensor]
 CONFIG_FILE = "config.json"
@@ -56,19 +57,6 @@ class EncoderModule(nn.Module):
         if expected:
             module.load_state_dict(read_weights(folder, expected.keys()))
         return module
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    """Read a JSON object, naming the file on failure."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ModelLoadError(f"{path} is missing; the model folder is incomplete.") from None
-    except (OSError, ValueError) as exc:
-        raise ModelLoadError(f"{path} is not valid JSON ({exc}); restore the file.") from exc
-    if not isinstance(data, dict):
-        raise ModelLoadError(f"{path} must hold a JSON object, not {type(data).__name__}.")
-    return data
 
 
 def read_weights(folder: Path, keys: Any) -> dict[str, torch.Tensor]:

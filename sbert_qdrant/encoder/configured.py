@@ -13,13 +13,16 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, UnsupportedError
 from ..settings import Settings
 from ..types import Precision
-from .encoder import SentenceEncoder, check_truncate_dim
+from .identity import check_truncate_dim
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .encoder import SentenceEncoder
+    from .numpy_bert import NumpyEncoder
 
 
 class LoadOptions(TypedDict, total=False):
@@ -76,7 +79,23 @@ class EncoderSpec:
 
     def load(self, **options: Any) -> SentenceEncoder:
         """``SentenceEncoder.load`` with this spec; ``options`` are its other arguments (``max_seq_length``, ...)."""
+        from .encoder import SentenceEncoder
+
         return SentenceEncoder.load(**dataclasses.asdict(self), **options)
+
+    def load_numpy(self) -> NumpyEncoder:
+        """The same model run on NumPy (``NumpyEncoder``: no torch imported, fp32 on the CPU, the identity
+        ``load`` gives), or an ``UnsupportedError`` naming why not: a device other than the CPU, a precision other
+        than "fp32" or "auto" (read as fp32), or a model folder it cannot run."""
+        from .numpy_bert import NumpyEncoder
+
+        if self.device not in (None, "cpu"):
+            raise UnsupportedError(f"device={self.device!r}: NumpyEncoder runs on the CPU; load the model with load().")
+        if self.precision not in ("auto", "fp32"):
+            raise UnsupportedError(
+                f"precision={self.precision!r}: NumpyEncoder computes in fp32; load the model with load()."
+            )
+        return NumpyEncoder.load(self.model, truncate_dim=self.truncate_dim)
 
 
 def load_encoder(

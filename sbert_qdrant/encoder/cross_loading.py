@@ -21,9 +21,9 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ..errors import ModelLoadError
 from ..types import Activation
-from .base import read_json
+from .folder import SBERT_CONFIG_FILE, read_json
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, read_model_config
-from .transformer import SBERT_CONFIG_FILE, Transformer, quiet_transformers
+from .transformer import Transformer, quiet_transformers
 
 logger = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal, cast, overload
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -16,7 +16,7 @@ from torch import nn
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import EncoderModule, Features
-from .identity import encoder_identity, model_name, modules_digest, weights_digest
+from .identity import check_truncate_dim, encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import (
@@ -401,23 +401,6 @@ class SentenceEncoder(nn.Module):
             f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
-
-
-@overload
-def check_truncate_dim(value: None, dimension: int | None = None) -> None: ...
-@overload
-def check_truncate_dim(value: int, dimension: int | None = None) -> int: ...
-def check_truncate_dim(value: int | None, dimension: int | None = None) -> int | None:
-    """``value`` when None or an int from 1 to ``dimension`` (the model's, when known), else an error naming it."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= (dimension or value):
-        bound = "the model's dimension" if dimension is None else f"{dimension} (the model's dimension)"
-        raise InvalidArgumentError(
-            f"truncate_dim={value!r} must be the length to cut vectors to, an int from 1 to {bound}, or None for "
-            "full-length vectors."
-        )
-    return value
 
 
 def _checked_texts(texts: object) -> list[str]:

@@ -14,14 +14,14 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelLoadError, ModelNotFoundError
 from ..types import DEFAULT_MODEL
-from .base import EncoderModule, read_json
-from .layers import Dense, Normalize
-from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
-from .transformer import Transformer
+from .folder import read_json
+
+if TYPE_CHECKING:
+    from .base import EncoderModule
 
 logger = logging.getLogger(__name__)
 
@@ -31,15 +31,9 @@ MODULES_FILE = "modules.json"
 MODEL_CONFIG_FILE = "config_sentence_transformers.json"
 _HUB_SKIP = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.bin", "*.pt"]
 
-_STANDARD_MODULES: dict[str, type[EncoderModule]] = {
-    "Transformer": Transformer,
-    "Pooling": Pooling,
-    "Dense": Dense,
-    "Normalize": Normalize,
-}
-_OWN_MODULES: dict[str, type[EncoderModule]] = {
-    cls.module_type: cls for cls in (WeightedLayerPooling, AttentionPooling)
-}
+#: The sentence-transformers module types whose short names ``modules.json`` may give, and our own.
+STANDARD_MODULES = ("Transformer", "Pooling", "Dense", "Normalize")
+OWN_MODULES = ("sbert_qdrant.WeightedLayerPooling", "sbert_qdrant.AttentionPooling")
 
 
 def _hub_id(name: str) -> str:
@@ -99,45 +93,77 @@ def resolve_model_folder(model: str | os.PathLike[str] | None) -> Path:
     raise ModelNotFoundError(f"model {name!r} was not found. Tried:\n  - {listing}")
 
 
-def _module_class(type_name: str) -> type[EncoderModule]:
-    if type_name in _OWN_MODULES:
-        return _OWN_MODULES[type_name]
+def module_kind(type_name: str) -> str:
+    """The module a ``modules.json`` type names: a short name of ``STANDARD_MODULES`` or one of ``OWN_MODULES``."""
+    if type_name in OWN_MODULES:
+        return type_name
     if type_name.startswith("sentence_transformers."):
         short = type_name.rsplit(".", 1)[-1]
-        if short in _STANDARD_MODULES:
-            return _STANDARD_MODULES[short]
-    supported = sorted(set(_OWN_MODULES) | {f"sentence_transformers.models.{n}" for n in _STANDARD_MODULES})
+        if short in STANDARD_MODULES:
+            return short
+    supported = sorted({*OWN_MODULES, *(f"sentence_transformers.models.{n}" for n in STANDARD_MODULES)})
     raise ModelLoadError(
         f"modules.json names module type {type_name!r}, which sbert-qdrant cannot load; supported types: {supported}."
     )
 
 
-def load_modules(folder: Path, trust_remote_code: bool = False) -> list[EncoderModule]:
-    """Build the module pipeline described by a model folder."""
+def module_entries(folder: Path) -> list[tuple[str, Path]]:
+    """The pipeline ``modules.json`` lists, in order: (``module_kind``, its folder); [] when the file is absent."""
     if not (folder / MODULES_FILE).is_file():
-        logger.warning("%s has no %s: using it as a plain transformer with mean pooling.", folder, MODULES_FILE)
-        transformer = Transformer.load(folder, trust_remote_code=trust_remote_code)
-        return [transformer, Pooling(transformer.dimension, "mean")]
+        return []
     entries = json.loads((folder / MODULES_FILE).read_text(encoding="utf-8"))
     if not isinstance(entries, list) or not entries:
         raise ModelLoadError(f"{folder / MODULES_FILE} must be a non-empty JSON list of modules.")
+    ordered = sorted(entries, key=lambda e: int(e.get("idx", 0)))
+    listed = [(module_kind(str(entry.get("type"))), folder / str(entry.get("path", ""))) for entry in ordered]
+    if listed[0][0] != "Transformer":
+        raise ModelLoadError(f"{folder / MODULES_FILE} must list a Transformer module first.")
+    return listed
+
+
+def _module_class(kind: str) -> type[EncoderModule]:
+    from .layers import Dense, Normalize
+    from .pooling import AttentionPooling, Pooling, WeightedLayerPooling
+    from .transformer import Transformer
+
+    classes: dict[str, type[EncoderModule]] = {
+        "Transformer": Transformer,
+        "Pooling": Pooling,
+        "Dense": Dense,
+        "Normalize": Normalize,
+        WeightedLayerPooling.module_type: WeightedLayerPooling,
+        AttentionPooling.module_type: AttentionPooling,
+    }
+    return classes[kind]
+
+
+def load_modules(folder: Path, trust_remote_code: bool = False) -> list[EncoderModule]:
+    """Build the module pipeline described by a model folder."""
+    from .layers import Normalize
+    from .pooling import Pooling
+    from .transformer import Transformer
+
+    entries = module_entries(folder)
+    if not entries:
+        logger.warning("%s has no %s: using it as a plain transformer with mean pooling.", folder, MODULES_FILE)
+        transformer = Transformer.load(folder, trust_remote_code=trust_remote_code)
+        return [transformer, Pooling(transformer.dimension, "mean")]
     modules: list[EncoderModule] = []
-    for entry in sorted(entries, key=lambda e: int(e.get("idx", 0))):
-        cls = _module_class(str(entry.get("type")))
-        sub = folder / str(entry.get("path", ""))
+    for kind, sub in entries:
+        cls = _module_class(kind)
         if cls is Transformer:
             modules.append(Transformer.load(sub, trust_remote_code=trust_remote_code))
         elif sub.is_dir() or cls is Normalize:  # Normalize carries nothing, so its folder may be absent
             modules.append(cls.load(sub))
         else:
             raise ModelLoadError(f"{sub} is missing but modules.json lists a {cls.__name__} module there.")
-    if not isinstance(modules[0], Transformer):
-        raise ModelLoadError(f"{folder / MODULES_FILE} must list a Transformer module first.")
     return modules
 
 
 def save_modules(modules: list[EncoderModule], folder: Path) -> None:
     """Write the pipeline as a sentence-transformers folder (safetensors weights)."""
+    from .transformer import Transformer
+
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
     for idx, module in enumerate(modules):

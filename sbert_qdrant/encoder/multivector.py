@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, ModelLoadError
-from .base import read_json
+from .folder import read_json
 from .identity import encoder_identity, model_name, weights_digest
 from .layers import Dense
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, resolve_model_folder

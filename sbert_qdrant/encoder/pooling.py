@@ -14,27 +14,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from ..errors import InvalidArgumentError, ModelLoadError
+from ..errors import InvalidArgumentError
 from .base import EncoderModule, Features
-
-#: Our mode names -> sentence-transformers' names, in sentence-transformers' legacy concatenation order.
-ST_MODE_NAMES = {
-    "cls": "cls",
-    "max": "max",
-    "mean": "mean",
-    "mean_sqrt_len": "mean_sqrt_len_tokens",
-    "weighted_mean": "weightedmean",
-    "last_token": "lasttoken",
-}
-_LEGACY_KEYS = {
-    "cls": "pooling_mode_cls_token",
-    "max": "pooling_mode_max_tokens",
-    "mean": "pooling_mode_mean_tokens",
-    "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
-    "weighted_mean": "pooling_mode_weightedmean_tokens",
-    "last_token": "pooling_mode_lasttoken",
-}
-POOLING_MODES = tuple(ST_MODE_NAMES)
+from .folder import POOLING_MODES, ST_MODE_NAMES, pooling_config, pooling_settings
 
 
 def _pool_one(mode: str, tokens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -99,34 +81,12 @@ class Pooling(EncoderModule):
         return features
 
     def config(self) -> dict[str, Any]:
-        canonical = tuple(m for m in POOLING_MODES if m in self.modes)
-        if canonical == self.modes:  # the legacy keys every sentence-transformers release reads
-            modes: dict[str, Any] = {key: mode in self.modes for mode, key in _LEGACY_KEYS.items()}
-            return {"word_embedding_dimension": self.dimension} | modes | {"include_prompt": self.include_prompt}
-        return {
-            "embedding_dimension": self.dimension,
-            "pooling_mode": [ST_MODE_NAMES[m] for m in self.modes],
-            "include_prompt": self.include_prompt,
-        }
+        return pooling_config(self.dimension, self.modes, self.include_prompt)
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Pooling:
-        dimension = config.get("embedding_dimension", config.get("word_embedding_dimension"))
-        if not isinstance(dimension, int):
-            raise ModelLoadError(f"pooling config {config!r} has no integer embedding dimension.")
-        if "pooling_mode" in config:
-            st_modes = config["pooling_mode"]
-            st_modes = [st_modes] if isinstance(st_modes, str) else list(st_modes)
-        else:
-            st_modes = [ST_MODE_NAMES[m] for m, key in _LEGACY_KEYS.items() if config.get(key)]
-        ours = {st: mode for mode, st in ST_MODE_NAMES.items()}
-        unknown = [m for m in st_modes if m not in ours]
-        if unknown or not st_modes:
-            raise ModelLoadError(f"pooling config names modes {st_modes!r}; sbert-qdrant supports {sorted(ours)}.")
-        include_prompt = config.get("include_prompt", True)
-        if not isinstance(include_prompt, bool):
-            raise ModelLoadError(f"pooling config has include_prompt={include_prompt!r}; it must be true or false.")
-        return cls(dimension, [ours[m] for m in st_modes], include_prompt=include_prompt)
+        dimension, modes, include_prompt = pooling_settings(config)
+        return cls(dimension, modes, include_prompt=include_prompt)
 
 
 class WeightedLayerPooling(EncoderModule):

@@ -16,13 +16,11 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.utils import logging as transformers_logging
 
 from ..errors import InvalidArgumentError, ModelLoadError
-from .base import EncoderModule, Features, read_json
+from .base import EncoderModule, Features
+from .folder import SBERT_CONFIG_FILE, token_limit, transformer_settings
 
 logger = logging.getLogger(__name__)
 
-SBERT_CONFIG_FILE = "sentence_bert_config.json"
-#: Tokenizers without a length limit report a huge ``model_max_length`` (transformers uses 1e30).
-_NO_TOKENIZER_LIMIT = 10**9
 
 TqdmHook = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
@@ -182,7 +180,7 @@ class Transformer(EncoderModule):
                 f"{folder} holds {found}; sbert-qdrant loads safetensors only. Convert the checkpoint with "
                 "`transformers` (save_pretrained(..., safe_serialization=True)) from a source you trust."
             )
-        sbert_config = read_json(folder / SBERT_CONFIG_FILE) if (folder / SBERT_CONFIG_FILE).is_file() else {}
+        sbert_config = transformer_settings(folder)
         try:
             with quiet_transformers():
                 tokenizer = AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
@@ -191,11 +189,8 @@ class Transformer(EncoderModule):
                 )
         except (OSError, ValueError, RuntimeError) as exc:
             raise ModelLoadError(f"cannot load the transformer in {folder}: {exc}") from exc
-        max_seq_length = sbert_config.get("max_seq_length")
-        if sbert_config and max_seq_length is None and tokenizer.model_max_length < _NO_TOKENIZER_LIMIT:
-            # sentence-transformers >= 5 saves the limit as the tokenizer's model_max_length, read capped like this
-            positions = getattr(model.config, "max_position_embeddings", None) or tokenizer.model_max_length
-            max_seq_length = min(int(tokenizer.model_max_length), int(positions))
+        positions = getattr(model.config, "max_position_embeddings", None)
+        max_seq_length = token_limit(sbert_config, tokenizer.model_max_length, positions)
         return cls(
             model.eval(),
             tokenizer,

@@ -2,14 +2,16 @@
 open ``AsyncTextCollection`` per name, each in its layout (ours, mcp-server-qdrant's, or the one the settings name),
 through which every note is written and read.
 
-The encoder, the collections and qdrant-client are imported on first use (the model's in its loading thread), so
-that the server answers ``initialize`` and ``tools/list`` without waiting for torch, and the tools that need no
-vectors (count, list, delete) without waiting for the model.
+The model (on NumPy where it runs there: no torch), the collections and qdrant-client are imported in worker threads
+from the server's start (or on first use with ``preload=False``), so that the server answers ``initialize`` and
+``tools/list`` without waiting for them, and the tools that need no vectors (count, list, delete) without waiting
+for the model.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
+
+logger = logging.getLogger(__name__)
 
 #: What an agent is told when another process holds the store.
 SHARE = (
@@ -69,14 +73,19 @@ class Backend:
         self._readers: dict[str, AsyncTextCollection] = {}
         self._opening = asyncio.Lock()
         self._threads_set = True
+        self._warming: asyncio.Future[object] | None = None
 
     def start(self) -> None:
-        """At the server's start: the worker threads, and the model loading in one of them (unless
-        ``preload=False``) while the server answers."""
-        asyncio.get_running_loop().set_default_executor(encoding_workers(self.settings.encode_threads))
+        """At the server's start: the worker threads, and (unless ``preload=False``) the model loading in one of
+        them and the collections' modules (qdrant-client among them, about a second) imported in another, while
+        the server answers: the first find waits only for what is left of both."""
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(encoding_workers(self.settings.encode_threads))
         self._threads_set = "torch" in sys.modules
         if self.settings.preload:
             self._encoder.start()
+            self._warming = loop.run_in_executor(None, _import_collections)
+            self._warming.add_done_callback(_ignore_failure)  # raised again where the tools import it
 
     async def encoder(self) -> TextEncoder:
         """The model, once loaded (a failure to load raised to each caller)."""
@@ -87,9 +96,16 @@ class Backend:
         return encoder
 
     def _load_encoder(self) -> TextEncoder:
-        from ...encoder import load_encoder
+        """The settings' model on NumPy where it runs there (no torch imported: a first find in about a second),
+        else on torch; on this server's one text at a time both take the same time (docs/mcp.md, 'Start-up')."""
+        from ...encoder import EncoderSpec
 
-        return load_encoder(self.settings)
+        spec = EncoderSpec.of(self.settings)
+        try:
+            return spec.load_numpy()
+        except UnsupportedError as exc:
+            logger.info("the model runs on torch: %s", exc)
+            return spec.load()
 
     def _load_cross_encoder(self) -> CrossEncoder:
         from ...encoder import CrossEncoder
@@ -262,6 +278,16 @@ class Backend:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _import_collections() -> None:
+    from ... import aio  # noqa: F401  (imported for what it imports: the collections, qdrant-client)
+
+
+def _ignore_failure(warming: asyncio.Future[object]) -> None:
+    """A failed import at start is not logged: the tool that imports the module raises it to the agent."""
+    if not warming.cancelled():
+        warming.exception()
 
 
 async def _holding(collection: AsyncTextCollection, text: str) -> Key | None:

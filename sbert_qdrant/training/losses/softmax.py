@@ -18,7 +18,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from ...encoder import SentenceEncoder
-from ...encoder.base import CONFIG_FILE, WEIGHTS_FILE, read_json, read_weights
+from ...encoder.base import CONFIG_FILE, WEIGHTS_FILE, read_weights
+from ...encoder.folder import read_json
 from ...errors import InvalidArgumentError, InvalidInputError, ModelLoadError
 from ...types import LabelKind
 from ..data import NLI_LABELS, Example
