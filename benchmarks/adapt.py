@@ -14,9 +14,12 @@ collection, and documents with chunk context, in one run.
    model's token vectors, trained by MaxSim on the same mined examples (``MaxSimRankingLoss``, the transformer
    frozen; step 3c), written by step 4's re-embedding into a multivector slot beside the dense and BM25 vectors,
    with the training-free variant (the trained model's own token vectors, ``--no-raw`` to skip) in another; each
-   re-scores the hybrid candidates in the engine (``rescore=``). Re-rank: a cross-encoder trained from the default
-   model's weights on the mined (query, positive = 1, negative = 0) pairs (``CrossEncoderBCELoss``) re-ranks the
-   late-interaction hits (``rerank=``) at each of ``--rerank-depths``; the JSON keeps the best depth.
+   re-scores the hybrid candidates in the engine (``rescore=``). Re-rank: for each ``--rerankers`` recipe
+   (init:loss:epochs:lr; by default a fresh head on the adapted model's transformer, listwise over each training
+   query's positive and ``--rerank-negatives`` mined negatives, 3 epochs, lr 2e-5), a cross-encoder re-ranks the
+   late-interaction hits (``rerank=``) at each of ``--rerank-depths`` and each ``--rerank-weights`` (1: its score
+   alone; less: blended with the late-interaction score, ``rerank_weight=``); the JSON's ``rerank_after`` is the
+   first recipe's best depth and weight, every recipe, depth and weight keyed beside it.
 6. With ``--corpus-only``: adaptation with no labels (``adapt_to_corpus``): pseudo-queries from the corpus itself
    (titles and sentences, confirmed by BM25), negatives mined from the collection of step 1, MNRL, re-embedded into
    a new collection; measured on the evaluation queries and on all the train split's queries (809 claims), none of
@@ -31,6 +34,7 @@ The hash cuts five folds: ``--fold K`` makes fold K dev (0 by default); the five
     python benchmarks/adapt.py --data ../shared/data [--eval-queries PATH --eval-qrels PATH] [--epochs 3]
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context] [--no-stages]
         [--token-dim 128] [--late-epochs 3] [--rescore-candidates 50] [--rerank-depths 10,20,50] [--trained PATH]
+        [--rerankers adapted:listwise:3:2e-5,...] [--rerank-negatives 7] [--rerank-weights 1,0.5,0.25,0.1]
         [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--device cuda] [--fold K]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
@@ -423,22 +427,24 @@ def train_reranker(
     return CrossEncoder.load(output, device=args.device, precision="fp32")
 
 
-def blended(hits: list[Any], weight: float) -> list[Any]:
-    """Re-ranked hits re-ordered by ``(1 - weight) * cross-encoder + weight * retrieval`` score, each min-max scaled
-    over the query's candidates (weight 0: the cross-encoder's order)."""
+class Remembered:
+    """A re-ranker (the ``Reranker`` protocol) that asks its cross-encoder once per (query, text) pair: the searches
+    at each ``rerank_weight`` of one depth re-rank the same hits, so they pay one cross-encoder pass between them."""
 
-    def scaled(values: list[float]) -> list[float]:
-        low, high = min(values), max(values)
-        return [(v - low) / (high - low) if high > low else 0.0 for v in values]
+    def __init__(self, cross: CrossEncoder) -> None:
+        self.cross = cross
+        self.scores: dict[tuple[str, str], float] = {}
+        self.num_labels = cross.num_labels
 
-    if not hits or weight == 0:
-        return hits
-    cross, first = scaled([h.score for h in hits]), scaled([h.retrieval_score for h in hits])
-    order = sorted(range(len(hits)), key=lambda i: -((1 - weight) * cross[i] + weight * first[i]))
-    return [hits[i] for i in order]
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 32) -> list[float]:
+        new = [pair for pair in dict.fromkeys(pairs) if pair not in self.scores]
+        if new:
+            scores = self.cross.predict(new, batch_size=batch_size)
+            self.scores |= {pair: float(score) for pair, score in zip(new, scores, strict=True)}
+        return [self.scores[pair] for pair in pairs]
 
 
-#: (re-ranker label, depth k, blend weight) -> the stage's figures.
+#: (re-ranker label, depth k, rerank_weight) -> the stage's figures.
 RerankFigures = dict[tuple[str, int, float], Stage]
 
 
@@ -452,38 +458,41 @@ def rerank_stage(
     queries: dict[str, str],
     qrels: dict[str, set[str]],
 ) -> RerankFigures:
-    """Step 5c: the late-interaction hits re-ranked by the cross-encoder at each depth k, its score alone and
-    blended with the late-interaction score at each ``--rerank-blends`` weight (the same hits, re-ordered)."""
+    """Step 5c: the late-interaction hits re-ranked by the cross-encoder at each depth k, at each
+    ``--rerank-weights`` (``rerank_weight=``: 1, its score alone; less, blended with the late-interaction score).
+    The time per query is the first weight's: the cross-encoder's pass (the others re-use its scores)."""
     print(f"\n== 5c. re-rank the hybrid + late interaction hits with {label} ==")
     figures: RerankFigures = {}
     with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
         for k in args.rerank_depths:
-            found: list[list[Any]] = []
+            remembered = Remembered(reranker)
+            for i, weight in enumerate(args.rerank_weights):
 
-            def search(qs: list[str], k: int = k, found: list[list[Any]] = found) -> list[list[Any]]:
-                found[:] = coll.search_texts(
-                    qs,
-                    limit=k,
-                    with_payload=False,
-                    mode="hybrid",
-                    rescore="tokens",
-                    candidates=max(k, args.rescore_candidates),
-                    rerank=reranker,
-                    rerank_candidates=k,
-                )
-                return found
+                def search(
+                    qs: list[str], k: int = k, weight: float = weight, remembered: Remembered = remembered
+                ) -> list[list[Any]]:
+                    return coll.search_texts(
+                        qs,
+                        limit=k,
+                        with_payload=False,
+                        mode="hybrid",
+                        rescore="tokens",
+                        candidates=max(k, args.rescore_candidates),
+                        rerank=remembered,
+                        rerank_candidates=k,
+                        rerank_weight=weight,
+                    )
 
-            _, ms = timed_scores(queries, qrels, search)
-            for weight in args.rerank_blends:
-                ranked = [blended(hits, weight) for hits in found]
-                figures[label, k, weight] = Stage(scores(queries, qrels, lambda qs, ranked=ranked: ranked), ms)
-                print(f"re-rank top {k}, blend {weight:g}: {figures[label, k, weight]}")
+                measured, ms = timed_scores(queries, qrels, search)
+                first = ms if i == 0 else figures[label, k, args.rerank_weights[0]].ms_per_query
+                figures[label, k, weight] = Stage(measured, first)
+                print(f"re-rank top {k}, weight {weight:g}: {figures[label, k, weight]}")
     return figures
 
 
 def stages_figures(late: dict[str, Stage], rerank: RerankFigures, hybrid_after: float) -> dict[str, float | None]:
     """The stages' JSON keys: each stage's nDCG@10, gain over the stage before, ms per query and bytes per point;
-    ``rerank_after`` is the first re-ranker at its best depth and blend, every other one keyed by its label."""
+    ``rerank_after`` is the first re-ranker at its best depth and weight, every other one keyed by its label."""
     headline = next(iter(rerank))[0]
     best = max((key for key in rerank if key[0] == headline), key=lambda key: rerank[key].scores[0])
     trained, raw, reranked = late["tokens"], late.get("raw"), rerank[best]
@@ -500,7 +509,7 @@ def stages_figures(late: dict[str, Stage], rerank: RerankFigures, hybrid_after: 
         "rerank_gain": reranked.scores[0] - trained.scores[0],
         "rerank_ms": reranked.ms_per_query - trained.ms_per_query,
         "rerank_k": best[1],
-        "rerank_blend": best[2],
+        "rerank_weight": best[2],
         **{f"rerank_after_{lb}_k{k}_w{w:g}": stage.scores[0] for (lb, k, w), stage in rerank.items()},
         **{f"rerank_ms_k{k}": stage.ms_per_query - trained.ms_per_query for (lb, k, w), stage in rerank.items()},
     }
@@ -599,7 +608,10 @@ def main() -> None:
     )
     parser.add_argument("--rerank-negatives", type=int, default=7, help="listwise: mined negatives per query")
     parser.add_argument(
-        "--rerank-blends", type=lambda v: [float(w) for w in v.split(",")], default=[0.0, 0.25, 0.5, 0.75]
+        "--rerank-weights",
+        type=lambda v: [float(w) for w in v.split(",")],
+        default=[1.0, 0.5, 0.25, 0.1],
+        help="rerank_weight values, w,w,... (1: the cross-encoder alone)",
     )
     parser.add_argument("--rerank-tokens", type=int, default=256, help="the cross-encoder's max_seq_length")
     parser.add_argument(
@@ -730,7 +742,7 @@ def main() -> None:
     if late and rerank and after:
         for label, stage in [
             *((f"hybrid + late interaction ({n})", v) for n, v in late.items() if n != "hybrid"),
-            *((f"  + {lb} top {k} blend {w:g}", v) for (lb, k, w), v in rerank.items()),
+            *((f"  + {lb} top {k} weight {w:g}", v) for (lb, k, w), v in rerank.items()),
         ]:
             print(
                 f"{label:40}{stage.scores[0]:7.2f}  {stage.ms_per_query:7.1f} ms/query  "
