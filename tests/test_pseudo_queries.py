@@ -4,6 +4,7 @@ headings), and ``sbert-qdrant adapt-corpus`` end to end on the tiny model: held 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ from sbert_qdrant import (
     TextCollection,
     testing,
 )
+from sbert_qdrant.adaptation import CorpusAdaptation
 from sbert_qdrant.cli import main
-from sbert_qdrant.training.pseudo_queries import pseudo_queries
+from sbert_qdrant.training.pseudo_queries import PseudoQueries, pseudo_queries
 
 DATA = Path(__file__).parent / "data"
 ROWS = [json.loads(line) for line in (DATA / "scifact_sample.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -119,3 +121,15 @@ def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: 
     assert "lower held_out" in capsys.readouterr().err
     assert main([*argv[:-3], "--reembed-into", "corpus"]) == 2  # refused before anything is trained
     assert "names the collection being adapted" in capsys.readouterr().err
+
+
+def test_the_report_cautions_where_the_held_out_sample_is_too_easy(tmp_path: Path) -> None:
+    found = PseudoQueries([], texts=10, candidates=0, repeated=0, unconfirmed=0)
+    result = CorpusAdaptation(
+        found, 3, 4, 20, 20, {"dense": 97.3, "hybrid": 100.0}, {"dense": 98.9, "hybrid": 100.0}, tmp_path, None, {}
+    )
+    assert result.saturated_modes == ["dense", "hybrid"]
+    assert "caution: held-out dense and hybrid scored >= 95" in result.report()
+    harder = replace(result, before={"dense": 91.1, "hybrid": 100.0})
+    assert harder.saturated_modes == ["hybrid"] and "caution: held-out hybrid scored" in harder.report()
+    assert "caution: held-out" not in replace(result, before={"dense": 80.0, "hybrid": 90.0}).report()
