@@ -657,27 +657,20 @@ def main() -> None:
             start = time.perf_counter()
             pairs = [(train[q], d) for q in train for d in sorted(qrels[q])]
             guards = MiningGuards(args.range_min, args.range_max, relative_margin=args.relative_margin)
-            mined = mine_hard_negatives(
-                coll,
-                [q for q, _ in pairs],
-                [d for _, d in pairs],
-                mode=args.mine_mode,
-                num_negatives=args.negatives,
-                guards=guards,
-            )
+
+            def mine(negatives: int) -> MinedNegatives:
+                queries_, positives = [q for q, _ in pairs], [d for _, d in pairs]
+                return mine_hard_negatives(
+                    coll, queries_, positives, mode=args.mine_mode, num_negatives=negatives, guards=guards
+                )
+
+            mined = mine(args.negatives)
             mined.write(root / "mined.jsonl")
             timings["mine"] = time.perf_counter() - start
             print(f"{len(mined.examples)} examples, {len(mined.skipped)} skipped, {timings['mine']:.1f} s")
             mined_groups = mined
             if any(spec.loss == "listwise" for spec in args.rerankers) and args.rerank_negatives != args.negatives:
-                mined_groups = mine_hard_negatives(
-                    coll,
-                    [q for q, _ in pairs],
-                    [d for _, d in pairs],
-                    mode=args.mine_mode,
-                    num_negatives=args.rerank_negatives,
-                    guards=guards,
-                )
+                mined_groups = mine(args.rerank_negatives)
                 print(f"re-ranker groups: {len(mined_groups.examples)} with {args.rerank_negatives} negatives each")
             dev_hits = coll.search_texts(list(dev.values()), limit=args.dev_pool, with_payload=False, mode="hybrid")
             pool = sorted({d for q in dev for d in qrels[q]} | {str(h.id) for hits in dev_hits for h in hits})
