@@ -659,9 +659,9 @@ def main() -> None:
             guards = MiningGuards(args.range_min, args.range_max, relative_margin=args.relative_margin)
 
             def mine(negatives: int) -> MinedNegatives:
-                queries_, positives = [q for q, _ in pairs], [d for _, d in pairs]
+                claims, positives = [q for q, _ in pairs], [d for _, d in pairs]
                 return mine_hard_negatives(
-                    coll, queries_, positives, mode=args.mine_mode, num_negatives=negatives, guards=guards
+                    coll, claims, positives, mode=args.mine_mode, num_negatives=negatives, guards=guards
                 )
 
             mined = mine(args.negatives)
