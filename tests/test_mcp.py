@@ -377,7 +377,8 @@ async def test_a_note_or_query_longer_than_the_model_reads_is_taken_and_said(
 async def test_rerank_with_the_servers_cross_encoder(
     tmp_path: Path, default_encoder: SentenceEncoder, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """A tiny cross-encoder with a random head (its order is arbitrary): its scores replace the search's."""
+    """A tiny cross-encoder with a random head (its order is arbitrary): its scores replace the search's, or blend
+    with them under ``rerank_weight``."""
     folder = tmp_path_factory.mktemp("tiny-cross")
     tiny_encoder().save(folder)
     cross = CrossEncoder.from_transformer(folder, seed=3)
@@ -392,6 +393,13 @@ async def test_rerank_with_the_servers_cross_encoder(
     expected = cross.predict([(query, e["text"]) for e in found["entries"]]).tolist()
     assert [e["score"] for e in found["entries"]] == pytest.approx(expected, abs=1e-4)
     assert expected == sorted(expected, reverse=True)
+    blending = create_server(edge(tmp_path, rerank_weight=0.5), encoder=default_encoder, cross_encoder=cross)
+    async with mcp.Client(blending) as client:  # SBERT_QDRANT_RERANK_WEIGHT: each score a blend scaled to 0..1
+        found = await call(client, "qdrant-find", query=query, collection_name="notes", rerank=True, limit=len(NOTES))
+    scores = [e["score"] for e in found["entries"]]
+    assert scores == sorted(scores, reverse=True) and 0 <= min(scores) < 0.5 < max(scores) <= 1
+    with pytest.raises(ValueError, match="rerank_weight"):
+        edge(tmp_path, rerank_weight=0)
 
 
 def write_in_other_layout(path: Path, encoder: SentenceEncoder, vector_name: str, text_field: str) -> None:

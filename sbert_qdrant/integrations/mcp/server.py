@@ -156,6 +156,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             mode=mode,
             diversity=diversity,
             rerank=await backend.cross_encoder() if rerank else None,
+            rerank_weight=settings.rerank_weight,
         )
         return results.found(collection_name, query, hits, truncated=cut, style=settings.results)
 
@@ -221,6 +222,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             mode=mode,
             chunks=passages,
             rerank=await backend.cross_encoder() if rerank else None,
+            rerank_weight=settings.rerank_weight,
         )
         return results.found_documents(collection_name, query, hits, truncated=cut)
 

@@ -114,6 +114,13 @@ class McpSettings(Settings):
         "one short text, which one thread encodes without contending with the engine's threads",
     )
     rerank_model: str | None = Field(default=None, description="a cross-encoder folder or hub id for rerank=true")
+    rerank_weight: float = Field(
+        default=1.0,
+        gt=0,
+        le=1,
+        description="the cross-encoder's weight for rerank=true: 1 orders by it alone, less blends its score with "
+        "the search's (each min-max scaled over the candidates)",
+    )
     preload: bool = Field(default=True, description="load the model in the background as the server starts")
     max_document_chars: int = Field(
         default=500_000, ge=1, description="the longest document qdrant-store-document takes"
