@@ -511,7 +511,11 @@ def stages_figures(late: dict[str, Stage], rerank: RerankFigures, hybrid_after: 
         "rerank_k": best[1],
         "rerank_weight": best[2],
         **{f"rerank_after_{lb}_k{k}_w{w:g}": stage.scores[0] for (lb, k, w), stage in rerank.items()},
-        **{f"rerank_ms_k{k}": stage.ms_per_query - trained.ms_per_query for (lb, k, w), stage in rerank.items()},
+        **{
+            f"rerank_ms_k{k}": stage.ms_per_query - trained.ms_per_query
+            for (lb, k, w), stage in rerank.items()
+            if lb == headline
+        },
     }
 
 
