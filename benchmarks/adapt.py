@@ -131,6 +131,18 @@ def is_dev(query_id: str, fold: int = 0) -> bool:
     return int(hashlib.sha256(f"adapt-dev:{query_id}".encode()).hexdigest(), 16) % DEV_ONE_IN == fold
 
 
+def train_dev(queries: dict[str, str], fold: int = 0) -> tuple[dict[str, str], dict[str, str]]:
+    """The train claims cut into (train, dev) by ``is_dev``."""
+    dev = {q: t for q, t in queries.items() if is_dev(q, fold)}
+    return {q: t for q, t in queries.items() if q not in dev}, dev
+
+
+def quiet_library_logs() -> None:
+    """Silence the per-batch truncation warnings and the training's INFO lines in a benchmark's output."""
+    logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)
+    logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
+
+
 class Rankings:
     """A searcher over rankings computed in one batch (so the package's RetrievalEvaluator scores them)."""
 
@@ -627,16 +639,14 @@ def main() -> None:
     args = parser.parse_args()
     if (args.eval_queries is None) != (args.eval_qrels is None):
         parser.error("give both --eval-queries and --eval-qrels, or neither")
-    logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
-    logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
+    quiet_library_logs()
     began = time.perf_counter()
     print(f"{sys.platform}, torch on {args.device}, {cpu_summary()}")
     folder = args.data / "scifact"
     corpus = read_corpus(folder / "corpus.jsonl.gz", args.docs)
     known = set(corpus.ids)
     queries, qrels = read_split(folder / "queries_train.jsonl", folder / "qrels" / "train.tsv", known)
-    train = {q: t for q, t in queries.items() if not is_dev(q, args.fold)}
-    dev = {q: t for q, t in queries.items() if is_dev(q, args.fold)}
+    train, dev = train_dev(queries, args.fold)
     if args.eval_queries is not None:
         eval_queries, eval_qrels = read_split(args.eval_queries, args.eval_qrels, known)
         split = f"{args.eval_queries.name} ({len(eval_queries)} queries)"

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -40,7 +39,7 @@ from typing import Any
 
 import numpy as np
 from _data import cpu_summary
-from adapt import Corpus, is_dev, read_corpus, read_split, scores
+from adapt import Corpus, quiet_library_logs, read_corpus, read_split, scores, train_dev
 from qdrant_client import models
 
 from sbert_qdrant import SentenceEncoder, TextCollection
@@ -240,17 +239,15 @@ def main() -> None:
     parser.add_argument("--base-only", action="store_true", help="measure the base model only (kept for a re-run)")
     args = parser.parse_args()
     args.dims = [int(d) for d in args.dims.split(",")]
-    logging.getLogger("sbert_qdrant.encoder.encoder").setLevel(logging.ERROR)  # truncation warnings per batch
-    logging.getLogger("sbert_qdrant.training").setLevel(logging.ERROR)
+    quiet_library_logs()
     began = time.perf_counter()
     print(f"{sys.platform}, torch CPU, {cpu_summary()}")
     folder = args.data / "scifact"
     corpus = read_corpus(folder / "corpus.jsonl.gz", args.docs)
     queries, qrels = read_split(folder / "queries_train.jsonl", folder / "qrels" / "train.tsv", set(corpus.ids))
-    train = {q: t for q, t in queries.items() if not is_dev(q)}
+    train, dev = train_dev(queries)
     if args.train_queries is not None:
         train = {q: train[q] for q in sorted(train, key=_rank)[: args.train_queries]}
-    dev = {q: t for q, t in queries.items() if is_dev(q)}
     dev_qrels = {q: qrels[q] for q in dev}
     corpus = sampled(corpus, {d for q in [*train, *dev] for d in qrels[q]}, args.corpus)
     print(f"{len(corpus.ids)} abstracts; train {len(train)} queries, dev {len(dev)} (measured on dev)")

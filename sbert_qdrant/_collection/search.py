@@ -252,7 +252,7 @@ def _score(item: Any) -> float:
 # -- re-ranking ----------------------------------------------------------------------------------------------------
 
 
-def rerank_depth(rerank: object, rerank_candidates: int, limit: int, rerank_weight: float = 1.0) -> int:
+def rerank_depth(rerank: object, rerank_candidates: int, limit: int, rerank_weight: float) -> int:
     """How many hits to retrieve: ``limit``, or ``rerank_candidates`` (at least ``limit``) to re-rank. The one
     check of ``limit`` and of the re-rank arguments in a search."""
     check_limit(limit)
@@ -303,7 +303,7 @@ def reranked(
     found: list[list[Hit]],
     cross: Reranker,
     limit: int,
-    weight: float = 1.0,
+    weight: float,
 ) -> list[list[Hit]]:
     """Each query's hits re-scored by the re-ranker (blended with their retrieval score by ``weight``), best
     ``limit`` first (blocking)."""
@@ -324,7 +324,7 @@ def reranked_documents(
     cross: Reranker,
     limit: int,
     scoring: str,
-    weight: float = 1.0,
+    weight: float,
 ) -> list[DocumentHit]:
     """Documents re-scored by the re-ranker over their listed chunks (each chunk's score blended with its retrieval
     score by ``weight``, over all listed chunks), best ``limit`` first (blocking)."""
