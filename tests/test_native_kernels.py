@@ -1,6 +1,7 @@
-"""The native kernels' quantizer and residual add + LayerNorm (``int8/native.py``), each build this CPU runs (the AVX2
-one on AVX-512 CPUs too) against PyTorch; which build and which int8 GEMM instructions a CPU gets (``cpu.kernel_isa``,
-``cpu.int8_gemm_isa``, environment limits included); and ``int8_kernels``, the line saying what runs a model."""
+"""The native kernels' quantizer, residual add + LayerNorm and AVX2 GEMM (``int8/native.py``), each build this CPU
+runs (the AVX2 one on AVX-512 CPUs too) against PyTorch and oneDNN; which build and which int8 GEMM instructions a
+CPU gets (``cpu.kernel_isa``, ``cpu.int8_gemm_isa``, environment limits included); and ``int8_kernels``, the line
+saying what runs a model."""
 
 from __future__ import annotations
 
@@ -54,6 +55,68 @@ def test_add_layer_norm_matches_pytorch(library: ctypes.CDLL, width: int) -> Non
         norm.bias.uniform_(-1, 1, generator=generator)
         expected = norm(a + b)
     torch.testing.assert_close(native.add_layer_norm(library, a, b, norm), expected, atol=2e-5, rtol=1e-5)
+
+
+def saturating_gemm(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """u8 rows x s8 weights as vpmaddubsw adds them: products of channels 2k and 2k + 1 summed in saturating s16."""
+    products = rows.int()[:, None, :] * weight.int()[None, :, :]
+    return products.view(rows.shape[0], weight.shape[0], -1, 2).sum(-1).clamp(-32768, 32767).sum(-1)
+
+
+@pytest.fixture
+def avx2_library(tmp_path_factory: pytest.TempPathFactory) -> ctypes.CDLL:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SBERT_QDRANT_CACHE", str(tmp_path_factory.getbasetemp() / "kernels-cache"))
+        return kernel_library("avx2")
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 70])  # tiles of 4 rows, blocks of 64, and what is left of both
+@pytest.mark.parametrize("gelu", [False, True])
+def test_avx2_gemm_matches_a_saturating_reference(avx2_library: ctypes.CDLL, rows: int, gelu: bool) -> None:
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randint(0, 256, (rows, 64), dtype=torch.uint8, generator=generator)
+    weight = torch.randint(-127, 128, (32, 64), dtype=torch.int8, generator=generator)  # 8 bits: pairs saturate
+    offset = torch.randint(-5000, 5000, (32,), dtype=torch.int32, generator=generator)
+    scale, bias = torch.rand(32, generator=generator) * 1e-3, torch.randn(32, generator=generator)
+    packed = native.pack_weights(avx2_library, weight)
+    sums = saturating_gemm(x, weight)
+    assert (sums != (x.int() @ weight.int().T)).any()  # the reference saturated somewhere
+    for used_bias in (bias, None):
+        linear = (sums + offset).double() * scale.double() + (0.0 if used_bias is None else used_bias.double())
+        expected = torch.nn.functional.gelu(linear) if gelu else linear
+        y = native.gemm_u8s8(avx2_library, x, packed, 32, (offset, scale, used_bias, gelu), None)
+        assert y.dtype == torch.float32 and y.shape == (rows, 32)
+        torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
+    multiplier = torch.rand(32, generator=generator) * 20 + 1
+    codes = native.gemm_u8s8(avx2_library, x, packed, 32, (offset, scale, None, gelu), (multiplier, 100.0))
+    expected_codes = (expected * multiplier.double() + 100).round().clamp(0, 255)  # the last: without bias
+    assert codes.dtype == torch.uint8 and (codes.double() - expected_codes).abs().max() <= 1
+
+
+def test_int8_linears_run_the_avx2_gemm_like_onednn(avx2_library: ctypes.CDLL) -> None:
+    generator = torch.Generator().manual_seed(5)
+    up, down = torch.nn.Linear(64, 128), torch.nn.Linear(128, 64)
+    x = torch.randn(40, 64, generator=generator)
+    with torch.no_grad():
+        hidden = torch.nn.functional.gelu(up(x))
+    ranges = [(t.amin(0) - 0.1, t.amax(0) + 0.1) for t in (x, hidden)]
+    pairs = []
+    for native_gemm in (avx2_library, None):
+        first = StaticInt8Linear(up, *ranges[0], weight_levels=WEIGHT_LEVELS["avx2"], native=native_gemm)
+        second = StaticInt8Linear(down, *ranges[1], weight_levels=WEIGHT_LEVELS["avx2"], native=native_gemm)
+        first.fuse_gelu()
+        pairs.append((first, second))
+    (fast_up, fast_down), (onednn_up, onednn_down) = pairs
+    assert fast_up.native is avx2_library and onednn_up.native is None and "native GEMM" in repr(fast_up)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast_up(x), onednn_up(x), atol=1e-4, rtol=1e-4)
+        expected = onednn_down(onednn_up(x))
+        assert fast_up.code_output_for(fast_down) and not onednn_up.code_output_for(onednn_down)
+        coded = fast_up(x)  # GELU'd and coded for the down projection: no pass between them
+        assert coded.dtype == torch.uint8
+        torch.testing.assert_close(fast_down(coded), expected, atol=0.02, rtol=0.02)
+    odd = StaticInt8Linear(torch.nn.Linear(64, 40), *ranges[0], native=avx2_library)  # 40 columns: not 16s
+    assert odd.native is None and "oneDNN GEMM" in repr(odd)
 
 
 def test_each_cpu_class_gets_its_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,5 +190,7 @@ def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path:
         isa = cpu.int8_gemm_isa()[0]
         bits = ("8",) if isa == "vnni" else ("7", "8", "7/8")  # AVX2: 8 bits where no pair can saturate
         line = int8_kernels(encoder)
-        assert any(line.startswith(f"static int8 | GEMM: oneDNN {isa}, u8 x s{b} | attention: ") for b in bits), line
+        ours = native.native_library() is not None and cpu.kernel_isa()[0] == "avx2"
+        gemm = "native avx2" if ours else f"oneDNN {isa}"
+        assert any(line.startswith(f"static int8 | GEMM: {gemm}, u8 x s{b} | attention: ") for b in bits), line
         assert line.count(" | ") == 4 and "add+LayerNorm: " in line

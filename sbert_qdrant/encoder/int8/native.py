@@ -1,9 +1,10 @@
-"""The int8 kernels (int8 attention, activation quantization, residual add + LayerNorm) of the instruction set this
-CPU runs (``cpu.kernel_isa``: ``kernels/int8.cpp`` on AVX512-VNNI, ``kernels/int8_avx2.cpp`` on AVX2 + FMA or where
-``ATEN_CPU_CAPABILITY=avx2`` asks for AVX2), loaded from the library ``build.py`` keeps in the cache folder and
-called through ctypes (which releases the GIL, so a call can be split over threads). Where they are not used
-(``SBERT_QDRANT_NATIVE=off``, neither instruction set, no library and no compiler, a failed build) callers keep their
-PyTorch paths and the reason is logged.
+"""The int8 kernels (int8 attention, activation quantization, residual add + LayerNorm; on AVX2 also the u8 x s8
+GEMM, faster there than oneDNN's) of the instruction set this CPU runs (``cpu.kernel_isa``: ``kernels/int8.cpp`` on
+AVX512-VNNI, ``kernels/int8_avx2.cpp`` on AVX2 + FMA or where ``ATEN_CPU_CAPABILITY=avx2`` asks for AVX2), loaded
+from the library ``build.py`` keeps in the cache folder and called through ctypes (which releases the GIL, so a call
+can be split over threads). Where they are not used (``SBERT_QDRANT_NATIVE=off``, neither instruction set, no
+library and no compiler, a failed build) callers keep their PyTorch paths (and oneDNN's GEMM) and the reason is
+logged.
 """
 
 from __future__ import annotations
@@ -90,6 +91,11 @@ def _load(folder: Path, isa: KernelIsa) -> tuple[ctypes.CDLL | None, str]:
     library.sbq_quantize_rows.argtypes = [p, i, i, p, f, p, i, i]
     library.sbq_add_layer_norm.restype = None
     library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
+    if isa == "avx2":
+        library.sbq_pack_u8s8_weights.restype = None
+        library.sbq_pack_u8s8_weights.argtypes = [p, i, i, p]
+        library.sbq_gemm_u8s8.restype = None
+        library.sbq_gemm_u8s8.argtypes = [p, i, p, i, i, p, p, p, i, p, f, p, i, i, i]
     return library, ""
 
 
@@ -133,4 +139,47 @@ def add_layer_norm(library: ctypes.CDLL, a: torch.Tensor, b: torch.Tensor, norm:
         )  # fmt: skip
 
     split(run, a.numel() // width, a.numel())
+    return out
+
+
+def runs_gemm(library: ctypes.CDLL, in_features: int, out_features: int) -> bool:
+    """Whether ``library`` computes the int8 GEMM of a Linear of this shape: its AVX2 build does (VNNI CPUs keep
+    oneDNN's, as fast there), for output features a multiple of 16 and input features of 4."""
+    return library_isa(library) == "avx2" and out_features % 16 == 0 and in_features % 4 == 0
+
+
+def pack_weights(library: ctypes.CDLL, weight: torch.Tensor) -> torch.Tensor:
+    """s8 weights ([out_features, in_features]) in the layout of :func:`gemm_u8s8`."""
+    weight = weight.contiguous()
+    packed = torch.empty(weight.numel(), dtype=torch.int8)
+    library.sbq_pack_u8s8_weights(weight.data_ptr(), weight.shape[0], weight.shape[1], packed.data_ptr())
+    return packed
+
+
+def gemm_u8s8(
+    library: ctypes.CDLL,
+    rows: torch.Tensor,
+    packed: torch.Tensor,
+    out_features: int,
+    epilogue: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, bool],
+    output: tuple[torch.Tensor, float] | None,
+) -> torch.Tensor:
+    """u8 ``rows`` ([n, in_features]) times weights packed by :func:`pack_weights`, through ``epilogue`` (column
+    offsets, column scales, bias or None, GELU): ``y = (rows . w + offset) * scale + bias``, GELU'd if asked; fp32,
+    or u8 ``clamp(round(y * multiplier + offset))`` per column where ``output`` gives (multiplier, offset)."""
+    rows = rows.contiguous()
+    col_offset, col_scale, bias, gelu = epilogue
+    multiplier, offset = output if output is not None else (None, 0.0)
+    dtype = torch.float32 if output is None else torch.uint8
+    out = torch.empty(rows.shape[0], out_features, dtype=dtype)
+    width = rows.shape[1]
+
+    def run(start: int, stop: int) -> None:
+        library.sbq_gemm_u8s8(
+            rows.data_ptr(), width, packed.data_ptr(), out_features, width, col_offset.data_ptr(),
+            col_scale.data_ptr(), None if bias is None else bias.data_ptr(), int(gelu),
+            None if multiplier is None else multiplier.data_ptr(), offset, out.data_ptr(), out_features, start, stop,
+        )  # fmt: skip
+
+    split(run, rows.shape[0], out.numel())
     return out

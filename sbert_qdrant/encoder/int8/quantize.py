@@ -93,7 +93,7 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
     """Swap every calibrated Linear of ``model`` for a :class:`StaticInt8Linear` (the kept ones, see
     :func:`kept_layer_names`, for a :class:`Bf16Linear` on a CPU with native bf16, else left fp32), and each
     BERT-style self-attention for the int8 one, in place. Where the native kernels run (``native.py``) they quantize
-    activations and compute attention; elsewhere PyTorch does."""
+    activations and compute attention (and, on AVX2, the GEMMs); elsewhere PyTorch does."""
     kept = set(kept_layer_names(model))
     bf16 = cpu.native_bf16()
     library = native_library()
@@ -112,11 +112,12 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
             continue
         alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
         reach = weight_reach.get(parent_name)
-        quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels)
+        quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels, library)
         if library is not None:
             quantized.native_quantize = functools.partial(native_quantize_rows, library)
         setattr(parent, child, quantized)
     _fuse_gelus(model, bf16)
+    _code_intermediates(model)
     if library is not None:
         install_int8_attention(model, ranges.output_reach, library)
         install_residual_layer_norms(model, library)
@@ -152,3 +153,16 @@ def _fuse_gelus(model: nn.Module, bf16: bool) -> None:
             if bf16:
                 dense.output_dtype = torch.bfloat16
             module.intermediate_act_fn = nn.Identity()
+
+
+def _code_intermediates(model: nn.Module) -> None:
+    """Have each FFN's up projection write its output (GELU'd) as u8 already coded for the down projection that
+    reads it (Hugging Face BERT-style blocks: ``intermediate.dense`` read only by ``output.dense``, the activation
+    fused or none), where both are int8 and the up projection's GEMM codes per column (the native one)."""
+    for module in model.modules():
+        intermediate = getattr(module, "intermediate", None)
+        up = getattr(intermediate, "dense", None)
+        down = getattr(getattr(module, "output", None), "dense", None)
+        direct = isinstance(getattr(intermediate, "intermediate_act_fn", None), nn.Identity)
+        if direct and isinstance(up, StaticInt8Linear) and isinstance(down, StaticInt8Linear):
+            up.code_output_for(down)

@@ -17,8 +17,9 @@ from .quantize import int8_mode
 
 
 def int8_kernels(model: nn.Module) -> str:
-    """What runs ``model`` (an encoder or its transformer), e.g. ``static int8 | GEMM: oneDNN avx2, u8 x s7/8 |
-    attention: native avx2 | quantizer: native avx2 | add+LayerNorm: native avx2``; ``dynamic int8 | GEMM: fbgemm
+    """What runs ``model`` (an encoder or its transformer), e.g. ``static int8 | GEMM: native avx2, u8 x s7/8 |
+    attention: native avx2 | quantizer: native avx2 | add+LayerNorm: native avx2`` (``GEMM: oneDNN avx512_vnni``
+    where oneDNN's run); ``dynamic int8 | GEMM: fbgemm
     avx512_vnni, u8 x s8 per batch | attention: PyTorch | ...``; ``not int8`` for a model that is not."""
     mode = int8_mode(model)
     if mode is None:
@@ -34,8 +35,10 @@ def int8_kernels(model: nn.Module) -> str:
         for m in linears
         if (q := m.native_quantize) is not None
     }
+    native = {library_isa(m.native) for m in linears if m.native is not None}
+    gemm = _who(native) if native else f"oneDNN {cpu.int8_gemm_isa()[0]}"
     parts = {
-        "GEMM": f"oneDNN {cpu.int8_gemm_isa()[0]}, u8 x s{bits}",
+        "GEMM": f"{gemm}, u8 x s{bits}",
         "attention": _who({library_isa(m.library) for m in modules if isinstance(m, StaticInt8SelfAttention)}),
         "quantizer": _who(quantizers),
         "add+LayerNorm": _who({library_isa(m.library) for m in modules if isinstance(m, ResidualLayerNorm)}),

@@ -243,3 +243,129 @@ extern "C" void sbq_add_layer_norm(
         for (int64_t c = body; c < width; ++c) orow[c] = (orow[c] - mean) * rstd * gamma[c] + beta[c];
     }
 }
+
+// The int8 GEMM of StaticInt8Linear on AVX2 (faster than oneDNN's there: benchmarks/int8_kernels.py), u8 activations
+// x s8 weights. Weights are packed once, [N / 16][K / 4][16 columns][4 k]: a row's 4 bytes at k..k+3 are broadcast
+// to 8 lanes, vpmaddubsw multiplies them by 8 columns' 4 weights and adds the pairs (2k, 2k + 1) in saturating s16
+// (the pairs pair_safe_levels keeps from saturating, as with oneDNN), vpmaddwd by ones adds the two pairs in s32.
+// A tile is 4 rows x 16 columns (8 accumulators); rows go 64 at a time through every column panel, whose s32 sums
+// then go through the epilogue together.
+#define GEMM_ROWS 4
+#define GEMM_COLUMNS 16
+#define GEMM_ROW_BLOCK 64
+
+extern "C" void sbq_pack_u8s8_weights(const int8_t* w, int64_t N, int64_t K, int8_t* packed) {
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+            packed[((n / GEMM_COLUMNS * (K / 4) + k / 4) * GEMM_COLUMNS + n % GEMM_COLUMNS) * 4 + k % 4] = w[n * K + k];
+}
+
+// erf(x) by Abramowitz and Stegun 7.1.28: 1 - 1 / (1 + a1 x + ... + a6 x^6)^16 for x >= 0 (absolute error <= 3e-7),
+// odd: no exponential, one division
+static inline __m256 erf256(__m256 x) {
+    const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    __m256 p = _mm256_set1_ps(0.0000430638f);
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0002765672f));
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0001520143f));
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0092705272f));
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0422820123f));
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0705230784f));
+    p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_div_ps(_mm256_set1_ps(1.0f), p);
+    r = _mm256_mul_ps(r, r);  // ^2
+    r = _mm256_mul_ps(r, r);  // ^4
+    r = _mm256_mul_ps(r, r);  // ^8
+    r = _mm256_mul_ps(r, r);  // ^16
+    return _mm256_or_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), r), sign);
+}
+
+struct GemmEpilogue {
+    const int32_t* col_offset;  // -(activation zero point) x the column's weight sum
+    const float* col_scale;     // activation scale x the column's weight scale
+    const float* bias;          // or NULL
+    int64_t gelu;               // the exact (erf) GELU on the result
+    const float* out_mult;      // NULL: fp32 out; else u8 out = clamp(round(y * out_mult[column] + out_offset))
+    float out_offset;
+    void* out;
+    int64_t ldo;
+};
+
+// The s32 sums of MR rows from m x the 16 columns of panel, into sums (rows 16 apart)
+template <int MR>
+static inline __attribute__((always_inline)) void gemm_tile(const uint8_t* a, int64_t lda, const int8_t* panel,
+                                                            int64_t K4, int64_t m, int32_t* sums) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i acc[MR][2];
+    for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+    const uint8_t* rows = a + m * lda;
+#pragma GCC unroll 2
+    for (int64_t q = 0; q < K4; ++q) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i*)(panel + q * 64));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i*)(panel + q * 64 + 32));
+#pragma GCC unroll 4
+        for (int r = 0; r < MR; ++r) {
+            int32_t four;
+            memcpy(&four, rows + r * lda + q * 4, 4);
+            const __m256i x = _mm256_set1_epi32(four);
+            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w0), ones));
+            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w1), ones));
+        }
+    }
+    for (int r = 0; r < MR; ++r) {
+        _mm256_store_si256((__m256i*)(sums + r * GEMM_COLUMNS), acc[r][0]);
+        _mm256_store_si256((__m256i*)(sums + r * GEMM_COLUMNS + 8), acc[r][1]);
+    }
+}
+
+// The epilogue of rows m..m + count x columns n..n + 16 from their s32 sums: one pass over many independent values
+// (GELU's chain is long; run per tile it stalled the GEMM)
+static inline void gemm_epilogue(const int32_t* sums, int64_t count, int64_t m, int64_t n, const GemmEpilogue& e) {
+    for (int h = 0; h < 2; ++h) {
+        const int64_t c = n + h * 8;
+        const __m256i offset = _mm256_loadu_si256((const __m256i*)(e.col_offset + c));
+        const __m256 scale = _mm256_loadu_ps(e.col_scale + c);
+        const __m256 bias = e.bias ? _mm256_loadu_ps(e.bias + c) : _mm256_setzero_ps();
+        const __m256 mult = e.out_mult ? _mm256_loadu_ps(e.out_mult + c) : _mm256_setzero_ps();
+        for (int64_t r = 0; r < count; ++r) {
+            const __m256i acc = _mm256_load_si256((const __m256i*)(sums + r * GEMM_COLUMNS + h * 8));
+            __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(acc, offset)), scale, bias);
+            if (e.gelu)
+                y = _mm256_mul_ps(_mm256_mul_ps(y, _mm256_set1_ps(0.5f)),
+                                  _mm256_add_ps(_mm256_set1_ps(1.0f), erf256(_mm256_mul_ps(y, _mm256_set1_ps(0.70710678118654752f)))));
+            if (e.out_mult) {
+                __m256i code = _mm256_cvtps_epi32(_mm256_fmadd_ps(y, mult, _mm256_set1_ps(e.out_offset)));
+                store8_u8((uint8_t*)e.out + (m + r) * e.ldo + c, clamp_u8(code));
+            } else {
+                _mm256_storeu_ps((float*)e.out + (m + r) * e.ldo + c, y);
+            }
+        }
+    }
+}
+
+// Rows m_start..m_end of the GEMM of u8 rows a ([M, K], lda apart) by weights packed by sbq_pack_u8s8_weights
+// (N a multiple of 16, K of 4), through the epilogue: y = (acc + col_offset) x col_scale + bias, GELU, fp32 or u8.
+extern "C" void sbq_gemm_u8s8(
+    const uint8_t* a, int64_t lda, const int8_t* packed, int64_t N, int64_t K,
+    const int32_t* col_offset, const float* col_scale, const float* bias, int64_t gelu,
+    const float* out_mult, float out_offset, void* out, int64_t ldo, int64_t m_start, int64_t m_end) {
+    const GemmEpilogue e = {col_offset, col_scale, bias, gelu, out_mult, out_offset, out, ldo};
+    const int64_t K4 = K / 4;
+    alignas(32) int32_t sums[GEMM_ROW_BLOCK * GEMM_COLUMNS];
+    for (int64_t block = m_start; block < m_end; block += GEMM_ROW_BLOCK) {
+        const int64_t block_end = block + GEMM_ROW_BLOCK < m_end ? block + GEMM_ROW_BLOCK : m_end;
+        for (int64_t n = 0; n < N; n += GEMM_COLUMNS) {
+            const int8_t* panel = packed + n * K;
+            int64_t m = block;
+            for (; m + GEMM_ROWS <= block_end; m += GEMM_ROWS)
+                gemm_tile<GEMM_ROWS>(a, lda, panel, K4, m, sums + (m - block) * GEMM_COLUMNS);
+            int32_t* rest = sums + (m - block) * GEMM_COLUMNS;
+            switch (block_end - m) {
+                case 3: gemm_tile<3>(a, lda, panel, K4, m, rest); break;
+                case 2: gemm_tile<2>(a, lda, panel, K4, m, rest); break;
+                case 1: gemm_tile<1>(a, lda, panel, K4, m, rest); break;
+            }
+            gemm_epilogue(sums, block_end - block, block, n, e);
+        }
+    }
+}
