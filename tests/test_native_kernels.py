@@ -57,6 +57,10 @@ def test_add_layer_norm_matches_pytorch(library: ctypes.CDLL, width: int) -> Non
     torch.testing.assert_close(native.add_layer_norm(library, a, b, norm), expected, atol=2e-5, rtol=1e-5)
 
 
+#: The native GEMM's fp32 output (no coding).
+FP32 = (torch.float32, None, 0.0, 0.0)
+
+
 def saturating_gemm(rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """u8 rows x s8 weights as vpmaddubsw adds them: products of channels 2k and 2k + 1 summed in saturating s16."""
     products = rows.int()[:, None, :] * weight.int()[None, :, :]
@@ -78,19 +82,36 @@ def test_avx2_gemm_matches_a_saturating_reference(avx2_library: ctypes.CDLL, row
     weight = torch.randint(-127, 128, (32, 64), dtype=torch.int8, generator=generator)  # 8 bits: pairs saturate
     offset = torch.randint(-5000, 5000, (32,), dtype=torch.int32, generator=generator)
     scale, bias = torch.rand(32, generator=generator) * 1e-3, torch.randn(32, generator=generator)
-    packed = native.pack_weights(avx2_library, weight)
+    packed = native.pack_weights(avx2_library, weight, wide=False)
     sums = saturating_gemm(x, weight)
     assert (sums != (x.int() @ weight.int().T)).any()  # the reference saturated somewhere
     for used_bias in (bias, None):
         linear = (sums + offset).double() * scale.double() + (0.0 if used_bias is None else used_bias.double())
         expected = torch.nn.functional.gelu(linear) if gelu else linear
-        y = native.gemm_u8s8(avx2_library, x, packed, 32, (offset, scale, used_bias, gelu), None)
+        y = native.gemm_s8(avx2_library, x, packed, 32, (offset, scale, used_bias, gelu), FP32)
         assert y.dtype == torch.float32 and y.shape == (rows, 32)
         torch.testing.assert_close(y.double(), expected, atol=1e-5, rtol=1e-5)
     multiplier = torch.rand(32, generator=generator) * 20 + 1
-    codes = native.gemm_u8s8(avx2_library, x, packed, 32, (offset, scale, None, gelu), (multiplier, 100.0))
+    coding = (torch.uint8, multiplier, 100.0, 0.0)
+    codes = native.gemm_s8(avx2_library, x, packed, 32, (offset, scale, None, gelu), coding)
     expected_codes = (expected * multiplier.double() + 100).round().clamp(0, 255)  # the last: without bias
     assert codes.dtype == torch.uint8 and (codes.double() - expected_codes).abs().max() <= 1
+
+
+@pytest.mark.parametrize("rows", [3, 70])
+def test_avx2_gemm_of_s16_inputs_is_exact(avx2_library: ctypes.CDLL, rows: int) -> None:
+    generator = torch.Generator().manual_seed(rows)
+    x = torch.randint(-11000, 11001, (rows, 1536), dtype=torch.int16, generator=generator)
+    weight = torch.randint(-127, 128, (32, 1536), dtype=torch.int8, generator=generator)
+    packed = native.pack_weights(avx2_library, weight, wide=True)
+    epilogue = (torch.zeros(32, dtype=torch.int32), torch.full((32,), 1e-6), None, False)
+    y = native.gemm_s8(avx2_library, x, packed, 32, epilogue, FP32)
+    torch.testing.assert_close(y.double(), (x.double() @ weight.double().T) * 1e-6, atol=1e-6, rtol=1e-6)
+    multiplier = torch.full((32,), 2.0)  # codes beyond +-30 are clamped there
+    codes = native.gemm_s8(avx2_library, x, packed, 32, epilogue, (torch.int16, multiplier, 0.0, 30.0))
+    expected = ((x.double() @ weight.double().T) * 2e-6).round().clamp(-30, 30)
+    assert codes.dtype == torch.int16 and (codes.double() - expected).abs().max() <= 1
+    assert codes.abs().max() == 30 and (codes.abs() < 30).any()
 
 
 def test_int8_linears_run_the_avx2_gemm_like_onednn(avx2_library: ctypes.CDLL) -> None:
@@ -117,6 +138,36 @@ def test_int8_linears_run_the_avx2_gemm_like_onednn(avx2_library: ctypes.CDLL) -
         torch.testing.assert_close(fast_down(coded), expected, atol=0.02, rtol=0.02)
     odd = StaticInt8Linear(torch.nn.Linear(64, 40), *ranges[0], native=avx2_library)  # 40 columns: not 16s
     assert odd.native is None and "oneDNN GEMM" in repr(odd)
+
+
+def test_s16_inputs_track_fp32_closer_than_u8(avx2_library: ctypes.CDLL) -> None:
+    generator = torch.Generator().manual_seed(6)
+    linear = torch.nn.Linear(128, 64)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randn(64, 128, generator=generator) * 0.1)
+    x = torch.randn(50, 128, generator=generator)
+    x[:, :3] *= 30  # outlier channels, as a GELU's input has
+    low, high = x.amin(0), x.amax(0)
+    wide = StaticInt8Linear(linear, low, high, native=avx2_library, wide_input=True)
+    narrow = StaticInt8Linear(linear, low, high, weight_levels=WEIGHT_LEVELS["avx2"], native=avx2_library)
+    assert "static s16 x s8" in repr(wide) and wide.input_limit == 32767  # 128 features: all of s16 fits s32 sums
+    up, coding_up = (
+        StaticInt8Linear(torch.nn.Linear(16, 128), -torch.ones(16), torch.ones(16), native=avx2_library)
+        for _ in range(2)
+    )
+    coding_up.load_state_dict(up.state_dict())
+    coding_up.packed_weight = up.packed_weight
+    inputs = torch.rand(5, 16, generator=generator) * 2 - 1
+    with torch.inference_mode():
+        expected = linear(x)
+        wide_error, narrow_error = ((layer(x) - expected).abs().max().item() for layer in (wide, narrow))
+        assert coding_up.code_output_for(wide)
+        coded = coding_up(inputs)  # s16 codes the wide Linear reads as they are
+        assert coded.dtype == torch.int16
+        torch.testing.assert_close(wide(coded), wide(up(inputs)), atol=1e-3, rtol=1e-3)
+    assert wide_error < narrow_error / 1.5  # what is left is the 8-bit weights'
+    with pytest.raises(ValueError, match="native AVX2 GEMM only"):
+        StaticInt8Linear(linear, low, high, wide_input=True)
 
 
 def test_each_cpu_class_gets_its_build(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,6 +242,6 @@ def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path:
         bits = ("8",) if isa == "vnni" else ("7", "8", "7/8")  # AVX2: 8 bits where no pair can saturate
         line = int8_kernels(encoder)
         ours = native.native_library() is not None and cpu.kernel_isa()[0] == "avx2"
-        gemm = "native avx2" if ours else f"oneDNN {isa}"
-        assert any(line.startswith(f"static int8 | GEMM: {gemm}, u8 x s{b} | attention: ") for b in bits), line
+        gemm = "native avx2, u8/s16" if ours else f"oneDNN {isa}, u8"  # ours: the kept Linear reads s16
+        assert any(line.startswith(f"static int8 | GEMM: {gemm} x s{b} | attention: ") for b in bits), line
         assert line.count(" | ") == 4 and "add+LayerNorm: " in line

@@ -14,7 +14,7 @@ from torch import nn
 
 from ...types import Int8GemmIsa
 from .. import cpu
-from .native import gemm_u8s8, pack_weights, runs_gemm
+from .native import gemm_s8, pack_weights, runs_gemm
 
 logger = logging.getLogger(__name__)
 
@@ -32,15 +32,19 @@ PAIR_SUM_LIMIT = 32767
 #: Headroom over the calibrated input codes that :func:`pair_safe_levels` keeps: inputs up to 1.25x a channel's
 #: calibrated code (in u8 code units, zero point included) still cannot saturate a pair.
 CODE_HEADROOM = 1.25
+#: s16 activations' sums stay in s32: input features x the largest activation code x 127 < 2^31.
+S32_LIMIT = 2**31 - 1
 
 
 class StaticInt8Linear(nn.Module):
     """A Linear run as u8 activations (one calibrated scale and zero point) x s8 weights (one scale per output
-    channel), SmoothQuant-smoothed, with an fp32 output (or bf16, or u8 at a given scale, or u8 coded for the Linear
-    that reads it). A u8 input is taken as already coded at this Linear's own input scale.
+    channel), SmoothQuant-smoothed, with an fp32 output (or bf16, or u8 at a given scale, or coded for the Linear that
+    reads it). An input already coded (u8; s16 where ``wide_input``) is taken as coded at this Linear's own scale.
 
     The GEMM: the native kernels' (``native``, their AVX2 build: 10-20 % faster than oneDNN's there, any output
-    coding fused) where :func:`~.native.runs_gemm` says so, else oneDNN's fused int8 GEMM.
+    coding fused) where :func:`~.native.runs_gemm` says so, else oneDNN's fused int8 GEMM. ``wide_input``: s16
+    activations (symmetric, as many levels as s32 sums allow: about 13 bits for 1,536 features) for a Linear whose
+    inputs 8 bits code too coarsely; native GEMM only, at about 1.7x fp32's speed.
 
     ``weight_reach``: each input channel's largest absolute weight to smooth by, when Linears reading the same input
     (attention's query, key and value) must share one smoothing and so one input scale. ``weight_levels``: the
@@ -65,8 +69,19 @@ class StaticInt8Linear(nn.Module):
         weight_reach: torch.Tensor | None = None,
         weight_levels: int = WEIGHT_LEVELS["vnni"],
         native: ctypes.CDLL | None = None,
+        wide_input: bool = False,
     ) -> None:
         super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        #: The native library computing the GEMM, or None: oneDNN's.
+        self.native = native if native is not None and runs_gemm(native, self.in_features, self.out_features) else None
+        if wide_input and self.native is None:
+            raise ValueError("s16 activations (wide_input=True) run on the native AVX2 GEMM only")
+        #: How inputs are coded: u8, or s16 within +-input_limit.
+        self.input_dtype = torch.int16 if wide_input else torch.uint8
+        self.input_limit = min(32767, S32_LIMIT // (127 * self.in_features)) if wide_input else 255
+        if wide_input:
+            weight_levels = WEIGHT_LEVELS["vnni"]  # vpmaddwd adds exactly: no pair can saturate
         weight = linear.weight.detach().float()
         reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
         if weight_reach is None:
@@ -75,8 +90,12 @@ class StaticInt8Linear(nn.Module):
         weight = weight * smooth
         lowest = float(torch.clamp((low / smooth).min(), max=0.0))
         highest = float(torch.clamp((high / smooth).max(), min=0.0))
-        self.x_scale = max(highest - lowest, 1e-8) / 255
-        self.x_zero_point = min(255, round(-lowest / self.x_scale))
+        if wide_input:
+            self.x_scale = max(-lowest, highest, 1e-8) / self.input_limit
+            self.x_zero_point = 0
+        else:
+            self.x_scale = max(highest - lowest, 1e-8) / 255
+            self.x_zero_point = min(255, round(-lowest / self.x_scale))
         # x / smooth / x_scale + zero point, as one multiply-add per element
         self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
         self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
@@ -88,13 +107,10 @@ class StaticInt8Linear(nn.Module):
         int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
         #: The widths its weight rows take: {8} with VNNI, {7, 8} or one of them on AVX2.
         self.weight_bits = frozenset(int(level).bit_length() + 1 for level in levels.unique())
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        #: The native library computing the GEMM, or None: oneDNN's.
-        self.native = native if native is not None and runs_gemm(native, self.in_features, self.out_features) else None
         if self.native is None:
             self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
         else:
-            self.packed_weight = pack_weights(self.native, int8_weight)
+            self.packed_weight = pack_weights(self.native, int8_weight, wide_input)
             # (x - zero point) . w = x . w - zero point x sum(w): the second term per column, added to the s32 sums
             self.register_buffer("col_offset", (-self.x_zero_point * int8_weight.sum(1, dtype=torch.int32)).int())
             self.register_buffer("col_scale", (self.x_scale * w_scale).float())
@@ -106,9 +122,10 @@ class StaticInt8Linear(nn.Module):
         #: (with ``output_scale`` and ``output_zero_point``) where the int8 attention kernel reads it.
         self.output_dtype = torch.float32
         self.output_scale, self.output_zero_point = 1.0, 0
-        #: u8 outputs of the native GEMM: ``round(y * output_multiplier + output_offset)`` per column.
+        #: Coded outputs of the native GEMM: ``round(y * output_multiplier + output_offset)`` per column, clamped to
+        #: 0..255 (u8) or to +-output_limit (s16).
         self.output_multiplier: torch.Tensor | None = None
-        self.output_offset = 0.0
+        self.output_offset, self.output_limit = 0.0, 0.0
         #: The native kernel's quantizer (``native.quantize_rows``) where it loaded, set by ``quantize_static_int8``.
         self.native_quantize: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None
 
@@ -122,13 +139,14 @@ class StaticInt8Linear(nn.Module):
         self.output_multiplier, self.output_offset = torch.full((self.out_features,), 1 / scale), float(zero_point)
 
     def code_output_for(self, reader: StaticInt8Linear) -> bool:
-        """Write u8 outputs already coded at ``reader``'s input scale (its smoothing included), so that ``reader``
-        skips quantizing them: one pass less over the widest activation. Only the native GEMM codes per column;
-        returns whether this one does."""
+        """Write outputs already coded as ``reader`` codes its inputs (u8 or s16, its smoothing included), so that
+        ``reader`` skips quantizing them: one pass less over the widest activation. Only the native GEMM codes per
+        column; returns whether this one does."""
         if self.native is None or reader.in_features != self.out_features:
             return False
-        self.output_dtype = torch.uint8
+        self.output_dtype = reader.input_dtype
         self.output_multiplier, self.output_offset = reader.x_multiplier, float(reader.x_zero_point)
+        self.output_limit = float(reader.input_limit)
         return True
 
     def shares_input_scale(self, *others: StaticInt8Linear) -> bool:
@@ -140,7 +158,10 @@ class StaticInt8Linear(nn.Module):
         )
 
     def quantize(self, rows: torch.Tensor) -> torch.Tensor:
-        """``rows`` (fp32 or bf16, [n, in_features]) as u8 at this Linear's input scale."""
+        """``rows`` (fp32 or bf16, [n, in_features]) coded at this Linear's input scale (u8, or s16)."""
+        if self.input_dtype == torch.int16:
+            limit = self.input_limit
+            return torch.clamp(torch.round(rows.float() * self.x_multiplier), -limit, limit).to(torch.int16)
         if self.native_quantize is not None:
             return self.native_quantize(rows, self.x_multiplier, float(self.x_zero_point))
         quantize = compiled_quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
@@ -149,14 +170,19 @@ class StaticInt8Linear(nn.Module):
     def gemm(self, quantized: torch.Tensor) -> torch.Tensor:
         """The int8 GEMM (with its fused post-op) of quantized rows."""
         if self.native is not None:
-            coded = self.output_multiplier if self.output_dtype == torch.uint8 else None
-            return gemm_u8s8(
+            coded = self.output_dtype in (torch.uint8, torch.int16)
+            return gemm_s8(
                 self.native,
                 quantized,
                 self.packed_weight,
                 self.out_features,
                 (self.col_offset, self.col_scale, self.bias, self.post_op == "gelu"),
-                None if coded is None else (coded, self.output_offset),
+                (
+                    self.output_dtype if coded else torch.float32,
+                    self.output_multiplier if coded else None,
+                    self.output_offset,
+                    self.output_limit,
+                ),
             )
         return torch.ops.onednn.qlinear_pointwise(
             quantized,
@@ -176,14 +202,15 @@ class StaticInt8Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.reshape(-1, self.in_features)
-        out = self.gemm(rows if rows.dtype == torch.uint8 else self.quantize(rows))
+        out = self.gemm(rows if rows.dtype == self.input_dtype else self.quantize(rows))
         return out.reshape(*x.shape[:-1], self.out_features)
 
     def extra_repr(self) -> str:
         fused = "" if self.post_op == "none" else f", fused {self.post_op}"
         shape = f"in_features={self.in_features}, out_features={self.out_features}"
         gemm = "oneDNN" if self.native is None else "native"
-        return f"{shape}, static u8 x s{'/'.join(map(str, sorted(self.weight_bits)))}{fused}, {gemm} GEMM"
+        inputs = "s16" if self.input_dtype == torch.int16 else "u8"
+        return f"{shape}, static {inputs} x s{'/'.join(map(str, sorted(self.weight_bits)))}{fused}, {gemm} GEMM"
 
 
 def pair_safe_levels(weight: torch.Tensor, codes: torch.Tensor, floor: int) -> torch.Tensor:

@@ -92,10 +92,10 @@ def _load(folder: Path, isa: KernelIsa) -> tuple[ctypes.CDLL | None, str]:
     library.sbq_add_layer_norm.restype = None
     library.sbq_add_layer_norm.argtypes = [p, p, p, p, f, p, i, i, i]
     if isa == "avx2":
-        library.sbq_pack_u8s8_weights.restype = None
-        library.sbq_pack_u8s8_weights.argtypes = [p, i, i, p]
-        library.sbq_gemm_u8s8.restype = None
-        library.sbq_gemm_u8s8.argtypes = [p, i, p, i, i, p, p, p, i, p, f, p, i, i, i]
+        for pack in (library.sbq_pack_u8s8_weights, library.sbq_pack_s16s8_weights):
+            pack.restype, pack.argtypes = None, [p, i, i, p]
+        library.sbq_gemm_s8.restype = None
+        library.sbq_gemm_s8.argtypes = [p, i, i, p, i, i, p, p, p, i, i, p, f, f, p, i, i, i]
     return library, ""
 
 
@@ -148,37 +148,45 @@ def runs_gemm(library: ctypes.CDLL, in_features: int, out_features: int) -> bool
     return library_isa(library) == "avx2" and out_features % 16 == 0 and in_features % 4 == 0
 
 
-def pack_weights(library: ctypes.CDLL, weight: torch.Tensor) -> torch.Tensor:
-    """s8 weights ([out_features, in_features]) in the layout of :func:`gemm_u8s8`."""
+def pack_weights(library: ctypes.CDLL, weight: torch.Tensor, wide: bool) -> torch.Tensor:
+    """s8 weights ([out_features, in_features]) in the layout of :func:`gemm_s8` for u8 inputs, or for s16 ones
+    (``wide``: held as s16)."""
     weight = weight.contiguous()
-    packed = torch.empty(weight.numel(), dtype=torch.int8)
-    library.sbq_pack_u8s8_weights(weight.data_ptr(), weight.shape[0], weight.shape[1], packed.data_ptr())
+    packed = torch.empty(weight.numel(), dtype=torch.int16 if wide else torch.int8)
+    pack = library.sbq_pack_s16s8_weights if wide else library.sbq_pack_u8s8_weights
+    pack(weight.data_ptr(), weight.shape[0], weight.shape[1], packed.data_ptr())
     return packed
 
 
-def gemm_u8s8(
+#: The kernel's output kinds (``GemmOutput`` in int8_avx2.cpp).
+_OUTPUT_KINDS = {torch.float32: 0, torch.uint8: 1, torch.int16: 2}
+
+
+def gemm_s8(
     library: ctypes.CDLL,
     rows: torch.Tensor,
     packed: torch.Tensor,
     out_features: int,
     epilogue: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, bool],
-    output: tuple[torch.Tensor, float] | None,
+    output: tuple[torch.dtype, torch.Tensor | None, float, float],
 ) -> torch.Tensor:
-    """u8 ``rows`` ([n, in_features]) times weights packed by :func:`pack_weights`, through ``epilogue`` (column
-    offsets, column scales, bias or None, GELU): ``y = (rows . w + offset) * scale + bias``, GELU'd if asked; fp32,
-    or u8 ``clamp(round(y * multiplier + offset))`` per column where ``output`` gives (multiplier, offset)."""
+    """``rows`` (u8, or s16 for weights packed ``wide``; [n, in_features]) times weights packed by
+    :func:`pack_weights`, through ``epilogue`` (column offsets, column scales, bias or None, GELU):
+    ``y = (rows . w + offset) * scale + bias``, GELU'd if asked; written as ``output`` (dtype, per-column multiplier,
+    offset, limit) says: fp32 ``y``; u8 ``clamp(round(y * multiplier + offset), 0, 255)``; s16
+    ``clamp(round(y * multiplier), -limit, limit)``."""
     rows = rows.contiguous()
     col_offset, col_scale, bias, gelu = epilogue
-    multiplier, offset = output if output is not None else (None, 0.0)
-    dtype = torch.float32 if output is None else torch.uint8
+    dtype, multiplier, offset, limit = output
     out = torch.empty(rows.shape[0], out_features, dtype=dtype)
-    width = rows.shape[1]
+    width, wide = rows.shape[1], int(rows.dtype == torch.int16)
 
     def run(start: int, stop: int) -> None:
-        library.sbq_gemm_u8s8(
-            rows.data_ptr(), width, packed.data_ptr(), out_features, width, col_offset.data_ptr(),
-            col_scale.data_ptr(), None if bias is None else bias.data_ptr(), int(gelu),
-            None if multiplier is None else multiplier.data_ptr(), offset, out.data_ptr(), out_features, start, stop,
+        library.sbq_gemm_s8(
+            rows.data_ptr(), wide, width, packed.data_ptr(), out_features, width, col_offset.data_ptr(),
+            col_scale.data_ptr(), None if bias is None else bias.data_ptr(), int(gelu), _OUTPUT_KINDS[dtype],
+            None if multiplier is None else multiplier.data_ptr(), offset, limit, out.data_ptr(), out_features,
+            start, stop,
         )  # fmt: skip
 
     split(run, rows.shape[0], out.numel())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 
+import torch
 from torch import nn
 
 from ...types import KernelIsa
@@ -18,8 +19,8 @@ from .quantize import int8_mode
 
 def int8_kernels(model: nn.Module) -> str:
     """What runs ``model`` (an encoder or its transformer), e.g. ``static int8 | GEMM: native avx2, u8 x s7/8 |
-    attention: native avx2 | quantizer: native avx2 | add+LayerNorm: native avx2`` (``GEMM: oneDNN avx512_vnni``
-    where oneDNN's run); ``dynamic int8 | GEMM: fbgemm
+    attention: native avx2 | quantizer: native avx2 | add+LayerNorm: native avx2`` (``u8/s16 x s8`` where a kept
+    Linear reads s16, ``GEMM: oneDNN avx512_vnni`` where oneDNN's run); ``dynamic int8 | GEMM: fbgemm
     avx512_vnni, u8 x s8 per batch | attention: PyTorch | ...``; ``not int8`` for a model that is not."""
     mode = int8_mode(model)
     if mode is None:
@@ -37,8 +38,9 @@ def int8_kernels(model: nn.Module) -> str:
     }
     native = {library_isa(m.native) for m in linears if m.native is not None}
     gemm = _who(native) if native else f"oneDNN {cpu.int8_gemm_isa()[0]}"
+    inputs = "u8/s16" if any(m.input_dtype == torch.int16 for m in linears) else "u8"
     parts = {
-        "GEMM": f"{gemm}, u8 x s{bits}",
+        "GEMM": f"{gemm}, {inputs} x s{bits}",
         "attention": _who({library_isa(m.library) for m in modules if isinstance(m, StaticInt8SelfAttention)}),
         "quantizer": _who(quantizers),
         "add+LayerNorm": _who({library_isa(m.library) for m in modules if isinstance(m, ResidualLayerNorm)}),

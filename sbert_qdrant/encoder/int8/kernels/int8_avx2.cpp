@@ -244,12 +244,15 @@ extern "C" void sbq_add_layer_norm(
     }
 }
 
-// The int8 GEMM of StaticInt8Linear on AVX2 (faster than oneDNN's there: benchmarks/int8_kernels.py), u8 activations
-// x s8 weights. Weights are packed once, [N / 16][K / 4][16 columns][4 k]: a row's 4 bytes at k..k+3 are broadcast
-// to 8 lanes, vpmaddubsw multiplies them by 8 columns' 4 weights and adds the pairs (2k, 2k + 1) in saturating s16
-// (the pairs pair_safe_levels keeps from saturating, as with oneDNN), vpmaddwd by ones adds the two pairs in s32.
-// A tile is 4 rows x 16 columns (8 accumulators); rows go 64 at a time through every column panel, whose s32 sums
-// then go through the epilogue together.
+// The int8 GEMMs of StaticInt8Linear on AVX2 (faster than oneDNN's there: benchmarks/int8_kernels.py), s8 weights
+// times u8 activations, or s16 ones (16-bit activations for the Linears int8 activations cost too much accuracy).
+// u8: weights packed once as [N / 16][K / 4][16 columns][4 k]; a row's 4 bytes at k..k+3 are broadcast to 8 lanes,
+// vpmaddubsw multiplies them by 8 columns' 4 weights and adds the pairs (2k, 2k + 1) in saturating s16 (the pairs
+// pair_safe_levels keeps from saturating, as with oneDNN), vpmaddwd by ones adds the two pairs in s32.
+// s16: weights packed as s16 [N / 16][K / 2][16 columns][2 k]; vpmaddwd adds a row's products of channels 2k and 2k + 1
+// exactly in s32 (the caller keeps K x the largest code x 127 below 2^31). Same multiplies per cycle, twice the bytes.
+// A tile is 4 rows x 16 columns (8 accumulators); rows go 64 at a time through every column panel, whose s32 sums then
+// go through the epilogue together.
 #define GEMM_ROWS 4
 #define GEMM_COLUMNS 16
 #define GEMM_ROW_BLOCK 64
@@ -258,6 +261,12 @@ extern "C" void sbq_pack_u8s8_weights(const int8_t* w, int64_t N, int64_t K, int
     for (int64_t n = 0; n < N; ++n)
         for (int64_t k = 0; k < K; ++k)
             packed[((n / GEMM_COLUMNS * (K / 4) + k / 4) * GEMM_COLUMNS + n % GEMM_COLUMNS) * 4 + k % 4] = w[n * K + k];
+}
+
+extern "C" void sbq_pack_s16s8_weights(const int8_t* w, int64_t N, int64_t K, int16_t* packed) {
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+            packed[((n / GEMM_COLUMNS * (K / 2) + k / 2) * GEMM_COLUMNS + n % GEMM_COLUMNS) * 2 + k % 2] = w[n * K + k];
 }
 
 // erf(x) by Abramowitz and Stegun 7.1.28: 1 - 1 / (1 + a1 x + ... + a6 x^6)^16 for x >= 0 (absolute error <= 3e-7),
@@ -280,36 +289,50 @@ static inline __m256 erf256(__m256 x) {
     return _mm256_or_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), r), sign);
 }
 
+// What the GEMM does with a sum: y = (sum + col_offset) x col_scale + bias, the exact GELU if asked, then written as
+// fp32, or as u8 clamp(round(y * out_mult + out_offset), 0, 255), or as s16 clamp(round(y * out_mult), +-out_limit).
+enum GemmOutput { GEMM_FP32 = 0, GEMM_U8 = 1, GEMM_S16 = 2 };
+
 struct GemmEpilogue {
     const int32_t* col_offset;  // -(activation zero point) x the column's weight sum
     const float* col_scale;     // activation scale x the column's weight scale
     const float* bias;          // or NULL
-    int64_t gelu;               // the exact (erf) GELU on the result
-    const float* out_mult;      // NULL: fp32 out; else u8 out = clamp(round(y * out_mult[column] + out_offset))
-    float out_offset;
+    int64_t gelu;
+    int64_t kind;               // GemmOutput
+    const float* out_mult;      // per column (u8 and s16)
+    float out_offset;           // u8
+    float out_limit;            // s16
     void* out;
     int64_t ldo;
 };
 
-// The s32 sums of MR rows from m x the 16 columns of panel, into sums (rows 16 apart)
-template <int MR>
-static inline __attribute__((always_inline)) void gemm_tile(const uint8_t* a, int64_t lda, const int8_t* panel,
-                                                            int64_t K4, int64_t m, int32_t* sums) {
+// The s32 sums of MR rows from m x the 16 columns of panel, into sums (rows 16 apart). Input is uint8_t (u8) or
+// int16_t (s16): one 4-byte broadcast covers 4 or 2 channels.
+template <int MR, typename Input>
+static inline __attribute__((always_inline)) void gemm_tile(const Input* a, int64_t lda, const void* panel,
+                                                            int64_t steps, int64_t m, int32_t* sums) {
+    constexpr int64_t per_step = 4 / sizeof(Input);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i acc[MR][2];
     for (int r = 0; r < MR; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
-    const uint8_t* rows = a + m * lda;
+    const Input* rows = a + m * lda;
+    const uint8_t* weights = (const uint8_t*)panel;
 #pragma GCC unroll 2
-    for (int64_t q = 0; q < K4; ++q) {
-        const __m256i w0 = _mm256_loadu_si256((const __m256i*)(panel + q * 64));
-        const __m256i w1 = _mm256_loadu_si256((const __m256i*)(panel + q * 64 + 32));
+    for (int64_t q = 0; q < steps; ++q) {
+        const __m256i w0 = _mm256_loadu_si256((const __m256i*)(weights + q * 64));
+        const __m256i w1 = _mm256_loadu_si256((const __m256i*)(weights + q * 64 + 32));
 #pragma GCC unroll 4
         for (int r = 0; r < MR; ++r) {
             int32_t four;
-            memcpy(&four, rows + r * lda + q * 4, 4);
+            memcpy(&four, rows + r * lda + q * per_step, 4);
             const __m256i x = _mm256_set1_epi32(four);
-            acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w0), ones));
-            acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w1), ones));
+            if (sizeof(Input) == 1) {
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w0), ones));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(x, w1), ones));
+            } else {
+                acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(x, w0));
+                acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(x, w1));
+            }
         }
     }
     for (int r = 0; r < MR; ++r) {
@@ -326,16 +349,22 @@ static inline void gemm_epilogue(const int32_t* sums, int64_t count, int64_t m, 
         const __m256i offset = _mm256_loadu_si256((const __m256i*)(e.col_offset + c));
         const __m256 scale = _mm256_loadu_ps(e.col_scale + c);
         const __m256 bias = e.bias ? _mm256_loadu_ps(e.bias + c) : _mm256_setzero_ps();
-        const __m256 mult = e.out_mult ? _mm256_loadu_ps(e.out_mult + c) : _mm256_setzero_ps();
+        const __m256 mult = e.kind != GEMM_FP32 ? _mm256_loadu_ps(e.out_mult + c) : _mm256_setzero_ps();
+        const __m256i limit = _mm256_set1_epi32((int32_t)e.out_limit);
         for (int64_t r = 0; r < count; ++r) {
             const __m256i acc = _mm256_load_si256((const __m256i*)(sums + r * GEMM_COLUMNS + h * 8));
             __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(acc, offset)), scale, bias);
             if (e.gelu)
                 y = _mm256_mul_ps(_mm256_mul_ps(y, _mm256_set1_ps(0.5f)),
                                   _mm256_add_ps(_mm256_set1_ps(1.0f), erf256(_mm256_mul_ps(y, _mm256_set1_ps(0.70710678118654752f)))));
-            if (e.out_mult) {
+            if (e.kind == GEMM_U8) {
                 __m256i code = _mm256_cvtps_epi32(_mm256_fmadd_ps(y, mult, _mm256_set1_ps(e.out_offset)));
                 store8_u8((uint8_t*)e.out + (m + r) * e.ldo + c, clamp_u8(code));
+            } else if (e.kind == GEMM_S16) {
+                __m256i code = _mm256_cvtps_epi32(_mm256_mul_ps(y, mult));
+                code = _mm256_max_epi32(_mm256_min_epi32(code, limit), _mm256_sub_epi32(_mm256_setzero_si256(), limit));
+                __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(code, code), 0x08);
+                _mm_storeu_si128((__m128i*)((int16_t*)e.out + (m + r) * e.ldo + c), _mm256_castsi256_si128(packed));
             } else {
                 _mm256_storeu_ps((float*)e.out + (m + r) * e.ldo + c, y);
             }
@@ -343,29 +372,39 @@ static inline void gemm_epilogue(const int32_t* sums, int64_t count, int64_t m, 
     }
 }
 
-// Rows m_start..m_end of the GEMM of u8 rows a ([M, K], lda apart) by weights packed by sbq_pack_u8s8_weights
-// (N a multiple of 16, K of 4), through the epilogue: y = (acc + col_offset) x col_scale + bias, GELU, fp32 or u8.
-extern "C" void sbq_gemm_u8s8(
-    const uint8_t* a, int64_t lda, const int8_t* packed, int64_t N, int64_t K,
-    const int32_t* col_offset, const float* col_scale, const float* bias, int64_t gelu,
-    const float* out_mult, float out_offset, void* out, int64_t ldo, int64_t m_start, int64_t m_end) {
-    const GemmEpilogue e = {col_offset, col_scale, bias, gelu, out_mult, out_offset, out, ldo};
-    const int64_t K4 = K / 4;
+template <typename Input>
+static void gemm(const Input* a, int64_t lda, const void* packed, int64_t N, int64_t K, const GemmEpilogue& e,
+                 int64_t m_start, int64_t m_end) {
+    const int64_t steps = K * sizeof(Input) / 4;
     alignas(32) int32_t sums[GEMM_ROW_BLOCK * GEMM_COLUMNS];
     for (int64_t block = m_start; block < m_end; block += GEMM_ROW_BLOCK) {
         const int64_t block_end = block + GEMM_ROW_BLOCK < m_end ? block + GEMM_ROW_BLOCK : m_end;
         for (int64_t n = 0; n < N; n += GEMM_COLUMNS) {
-            const int8_t* panel = packed + n * K;
+            const void* panel = (const uint8_t*)packed + n * K * sizeof(Input);
             int64_t m = block;
             for (; m + GEMM_ROWS <= block_end; m += GEMM_ROWS)
-                gemm_tile<GEMM_ROWS>(a, lda, panel, K4, m, sums + (m - block) * GEMM_COLUMNS);
+                gemm_tile<GEMM_ROWS>(a, lda, panel, steps, m, sums + (m - block) * GEMM_COLUMNS);
             int32_t* rest = sums + (m - block) * GEMM_COLUMNS;
             switch (block_end - m) {
-                case 3: gemm_tile<3>(a, lda, panel, K4, m, rest); break;
-                case 2: gemm_tile<2>(a, lda, panel, K4, m, rest); break;
-                case 1: gemm_tile<1>(a, lda, panel, K4, m, rest); break;
+                case 3: gemm_tile<3>(a, lda, panel, steps, m, rest); break;
+                case 2: gemm_tile<2>(a, lda, panel, steps, m, rest); break;
+                case 1: gemm_tile<1>(a, lda, panel, steps, m, rest); break;
             }
             gemm_epilogue(sums, block_end - block, block, n, e);
         }
     }
+}
+
+// Rows m_start..m_end of the GEMM of activations a ([M, K], lda apart: u8 when wide == 0, else s16) by weights packed
+// by sbq_pack_u8s8_weights or sbq_pack_s16s8_weights (N a multiple of 16, K of 4), through the epilogue above.
+extern "C" void sbq_gemm_s8(
+    const void* a, int64_t wide, int64_t lda, const void* packed, int64_t N, int64_t K,
+    const int32_t* col_offset, const float* col_scale, const float* bias, int64_t gelu,
+    int64_t kind, const float* out_mult, float out_offset, float out_limit, void* out, int64_t ldo,
+    int64_t m_start, int64_t m_end) {
+    const GemmEpilogue e = {col_offset, col_scale, bias, gelu, kind, out_mult, out_offset, out_limit, out, ldo};
+    if (wide)
+        gemm((const int16_t*)a, lda, packed, N, K, e, m_start, m_end);
+    else
+        gemm((const uint8_t*)a, lda, packed, N, K, e, m_start, m_end);
 }
