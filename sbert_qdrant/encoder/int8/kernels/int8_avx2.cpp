@@ -273,7 +273,8 @@ extern "C" void sbq_pack_s16s8_weights(const int8_t* w, int64_t N, int64_t K, in
 // odd: no exponential, one division
 static inline __m256 erf256(__m256 x) {
     const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
-    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    // |x| <= 5, where erf is 1 in fp32: larger ones would take r^16 into denormals, which x86 computes slowly
+    const __m256 ax = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(5.0f));
     __m256 p = _mm256_set1_ps(0.0000430638f);
     p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0002765672f));
     p = _mm256_fmadd_ps(p, ax, _mm256_set1_ps(0.0001520143f));
@@ -342,32 +343,44 @@ static inline __attribute__((always_inline)) void gemm_tile(const Input* a, int6
 }
 
 // The epilogue of rows m..m + count x columns n..n + 16 from their s32 sums: one pass over many independent values
-// (GELU's chain is long; run per tile it stalled the GEMM)
+// (GELU's chain is long; run per tile it stalled the GEMM). A row's 16 codes are packed with saturation (u8: 0..255)
+// and stored at once.
 static inline void gemm_epilogue(const int32_t* sums, int64_t count, int64_t m, int64_t n, const GemmEpilogue& e) {
+    __m256i offset[2];
+    __m256 scale[2], bias[2], mult[2];
     for (int h = 0; h < 2; ++h) {
-        const int64_t c = n + h * 8;
-        const __m256i offset = _mm256_loadu_si256((const __m256i*)(e.col_offset + c));
-        const __m256 scale = _mm256_loadu_ps(e.col_scale + c);
-        const __m256 bias = e.bias ? _mm256_loadu_ps(e.bias + c) : _mm256_setzero_ps();
-        const __m256 mult = e.kind != GEMM_FP32 ? _mm256_loadu_ps(e.out_mult + c) : _mm256_setzero_ps();
-        const __m256i limit = _mm256_set1_epi32((int32_t)e.out_limit);
-        for (int64_t r = 0; r < count; ++r) {
+        offset[h] = _mm256_loadu_si256((const __m256i*)(e.col_offset + n + h * 8));
+        scale[h] = _mm256_loadu_ps(e.col_scale + n + h * 8);
+        bias[h] = e.bias ? _mm256_loadu_ps(e.bias + n + h * 8) : _mm256_setzero_ps();
+        mult[h] = e.kind != GEMM_FP32 ? _mm256_loadu_ps(e.out_mult + n + h * 8) : _mm256_setzero_ps();
+    }
+    const __m256 out_offset = _mm256_set1_ps(e.out_offset);
+    const __m256i limit = _mm256_set1_epi32((int32_t)e.out_limit), negative_limit = _mm256_set1_epi32(-(int32_t)e.out_limit);
+    for (int64_t r = 0; r < count; ++r) {
+        __m256 y[2];
+        for (int h = 0; h < 2; ++h) {
             const __m256i acc = _mm256_load_si256((const __m256i*)(sums + r * GEMM_COLUMNS + h * 8));
-            __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(acc, offset)), scale, bias);
+            y[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(acc, offset[h])), scale[h], bias[h]);
             if (e.gelu)
-                y = _mm256_mul_ps(_mm256_mul_ps(y, _mm256_set1_ps(0.5f)),
-                                  _mm256_add_ps(_mm256_set1_ps(1.0f), erf256(_mm256_mul_ps(y, _mm256_set1_ps(0.70710678118654752f)))));
-            if (e.kind == GEMM_U8) {
-                __m256i code = _mm256_cvtps_epi32(_mm256_fmadd_ps(y, mult, _mm256_set1_ps(e.out_offset)));
-                store8_u8((uint8_t*)e.out + (m + r) * e.ldo + c, clamp_u8(code));
-            } else if (e.kind == GEMM_S16) {
-                __m256i code = _mm256_cvtps_epi32(_mm256_mul_ps(y, mult));
-                code = _mm256_max_epi32(_mm256_min_epi32(code, limit), _mm256_sub_epi32(_mm256_setzero_si256(), limit));
-                __m256i packed = _mm256_permute4x64_epi64(_mm256_packs_epi32(code, code), 0x08);
-                _mm_storeu_si128((__m128i*)((int16_t*)e.out + (m + r) * e.ldo + c), _mm256_castsi256_si128(packed));
-            } else {
-                _mm256_storeu_ps((float*)e.out + (m + r) * e.ldo + c, y);
-            }
+                y[h] = _mm256_mul_ps(_mm256_mul_ps(y[h], _mm256_set1_ps(0.5f)),
+                                     _mm256_add_ps(_mm256_set1_ps(1.0f), erf256(_mm256_mul_ps(y[h], _mm256_set1_ps(0.70710678118654752f)))));
+        }
+        if (e.kind == GEMM_FP32) {
+            _mm256_storeu_ps((float*)e.out + (m + r) * e.ldo + n, y[0]);
+            _mm256_storeu_ps((float*)e.out + (m + r) * e.ldo + n + 8, y[1]);
+        } else if (e.kind == GEMM_U8) {
+            const __m256i c0 = _mm256_cvtps_epi32(_mm256_fmadd_ps(y[0], mult[0], out_offset));
+            const __m256i c1 = _mm256_cvtps_epi32(_mm256_fmadd_ps(y[1], mult[1], out_offset));
+            const __m256i words = _mm256_packs_epi32(c0, c1);  // u8 below, 4 to a dword: c0 0-3, c1 0-3 (twice), c0 4-7, ...
+            const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(words, words),
+                                                              _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
+            _mm_storeu_si128((__m128i*)((uint8_t*)e.out + (m + r) * e.ldo + n), _mm256_castsi256_si128(bytes));
+        } else {
+            __m256i c[2];
+            for (int h = 0; h < 2; ++h)
+                c[h] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(y[h], mult[h])), limit), negative_limit);
+            const __m256i words = _mm256_permute4x64_epi64(_mm256_packs_epi32(c[0], c[1]), 0xD8);
+            _mm256_storeu_si256((__m256i*)((int16_t*)e.out + (m + r) * e.ldo + n), words);
         }
     }
 }
