@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import torch
 
 #: Used by ``find_duplicates`` before a collection is calibrated: the best-F1 cosine threshold of the default model
 #: (all-MiniLM-L6-v2) on 8,000 Quora Question Pairs train pairs (F1 0.746 there). Calibrate for your own data.
@@ -100,7 +104,9 @@ def mine_pairs(
 ) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, cosine)`` with ``i < j`` and cosine >= threshold, each row's ``top_k`` best, best first.
 
-    Rows are compared a block at a time against all rows, so memory is ``block_size x n`` scores, never ``n x n``.
+    Rows are compared a block at a time, so memory is ``block_size x block_size`` scores, never ``n x n``; each pair of
+    blocks once (the scores are symmetric: a block's scores against a later one give both blocks' rows their best
+    candidates), so half the multiply-adds of comparing every row with every row.
     """
     if vectors.ndim != 2:
         raise InvalidInputError(f"vectors must be 2-D, got shape {vectors.shape}.")
@@ -110,16 +116,43 @@ def mine_pairs(
     matrix = torch.from_numpy(np.ascontiguousarray(unit, dtype=np.float32))
     n = matrix.shape[0]
     k = min(top_k, n - 1)
-    found: dict[tuple[int, int], float] = {}
     if k < 1:
         return []
+    starts = range(0, n, block_size)
+    # per block of rows: the (scores, columns) of each row's best among each block compared with it so far
+    candidates: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in starts]
+    found: dict[tuple[int, int], float] = {}
     with torch.inference_mode():  # torch's GEMM and top-k use every thread (numpy's argpartition one)
-        for start in range(0, n, block_size):
-            scores = matrix[start : start + block_size] @ matrix.T
-            rows = torch.arange(scores.shape[0])
-            scores[rows, rows + start] = -torch.inf  # a text is not its own duplicate
-            values, best = (t.numpy() for t in scores.topk(k, dim=1))
+        for block, start in enumerate(starts):
+            rows = matrix[start : start + block_size]
+            for later in range(block, len(starts)):
+                other = starts[later]
+                scores = rows @ matrix[other : other + block_size].T
+                if later == block:
+                    diagonal = torch.arange(scores.shape[0])
+                    scores[diagonal, diagonal] = -torch.inf  # a text is not its own duplicate
+                else:
+                    candidates[later].append(_best(scores.T.contiguous(), k, start))
+                candidates[block].append(_best(scores, k, other))
+            values, columns = (t.numpy() for t in _best_of(candidates[block], k))
+            candidates[block] = []
             for row, col in zip(*np.nonzero(values >= threshold), strict=True):
-                i, j = start + int(row), int(best[row, col])
+                i, j = start + int(row), int(columns[row, col])
                 found[(min(i, j), max(i, j))] = float(values[row, col])
     return sorted(((i, j, s) for (i, j), s in found.items()), key=lambda p: (-p[2], p[0], p[1]))
+
+
+def _best(scores: torch.Tensor, k: int, first_column: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's ``k`` best scores (fewer where there are fewer columns) and their columns, numbered from
+    ``first_column``."""
+    values, columns = scores.topk(min(k, scores.shape[1]), dim=1)
+    return values, columns + first_column
+
+
+def _best_of(parts: list[tuple[torch.Tensor, torch.Tensor]], k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's ``k`` best of several ``_best`` results for the same rows."""
+    import torch
+
+    values, columns = torch.cat([v for v, _ in parts], dim=1), torch.cat([c for _, c in parts], dim=1)
+    best, at = values.topk(k, dim=1)
+    return best, columns.gather(1, at)
