@@ -113,3 +113,16 @@ def test_an_error_in_a_parallel_batch_reaches_the_caller_and_threads_are_restore
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_batches_end_where_the_token_count_changes_once_half_full() -> None:
+    lengths = [5] * 20 + [4] * 7 + [9] * 3 + [3] * 40
+    batches = runtime.length_sorted_batches(lengths, 8)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))  # every text once
+    assert all(1 <= len(batch) <= 8 for batch in batches)
+    counts = [sorted({lengths[i] for i in batch}, reverse=True) for batch in batches]
+    assert counts[0] == [9, 5]  # 3 texts of 9 tokens: under half a batch, topped up with the next count
+    assert [len(batch) for batch in batches] == [8, 8, 7, 7, 8, 8, 8, 8, 8]  # cut at 5 -> 4 and 4 -> 3
+    assert all(len(c) == 1 for c in counts[1:])
+    padded = sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+    assert padded - sum(lengths) == 5 * (9 - 5)  # only the first batch's five texts of 5 tokens
