@@ -250,6 +250,8 @@ def test_static_encoder_runs_int8_attention(
     for module in modules:
         assert module.query.shares_input_scale(module.key, module.value)
         assert module.query.output_dtype == torch.uint8
+        # q, k and v in one GEMM exactly where theirs are the native (AVX2) ones
+        assert (module.joined is not None) == (module.query.native is not None)
     _, ranges = saved_ranges(cache)
     names = calibration.quantized_layer_names(default_encoder.transformer.model)
     assert set(ranges.output_reach) == set(ranges.low) == set(names)

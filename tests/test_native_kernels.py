@@ -18,6 +18,7 @@ from sbert_qdrant.encoder.int8 import int8_kernels, native, quantize_int8
 from sbert_qdrant.encoder.int8.linear import (
     PAIR_SUM_LIMIT,
     WEIGHT_LEVELS,
+    JoinedGemm,
     StaticInt8Linear,
     pair_safe_levels,
     quantize_rows,
@@ -245,3 +246,26 @@ def test_int8_kernels_names_what_runs(monkeypatch: pytest.MonkeyPatch, tmp_path:
         gemm = "native avx2, u8/s16" if ours else f"oneDNN {isa}, u8"  # ours: the kept Linear reads s16
         assert any(line.startswith(f"static int8 | GEMM: {gemm} x s{b} | attention: ") for b in bits), line
         assert line.count(" | ") == 4 and "add+LayerNorm: " in line
+
+
+def test_joined_gemm_writes_what_each_linear_would(avx2_library: ctypes.CDLL) -> None:
+    generator = torch.Generator().manual_seed(7)
+    x = torch.randn(30, 64, generator=generator)
+    low, high = x.amin(0), x.amax(0)
+    shared = torch.nn.Linear(64, 32).weight.detach().abs().amax(0) + 0.1  # one smoothing for all three
+    linears = [
+        StaticInt8Linear(torch.nn.Linear(64, 32), low, high, weight_reach=shared, native=avx2_library)
+        for _ in range(3)
+    ]
+    for index, linear in enumerate(linears):
+        linear.quantize_output(0.01 * (index + 1), 128)
+    codes = linears[0].quantize(x)
+    with torch.inference_mode():
+        separate = [linear.gemm(codes) for linear in linears]
+        joined = JoinedGemm(linears)(codes)
+        again = [linear.gemm(codes) for linear in linears]  # their packed weights now view the joined ones
+    assert joined.shape == (30, 96) and joined.dtype == torch.uint8
+    for part, alone, after in zip(joined.split(32, dim=1), separate, again, strict=True):
+        assert torch.equal(part, alone) and torch.equal(after, alone)
+    linears[1].fuse_gelu()
+    assert not JoinedGemm.joinable(linears)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 from torch import nn
@@ -211,6 +212,52 @@ class StaticInt8Linear(nn.Module):
         gemm = "oneDNN" if self.native is None else "native"
         inputs = "s16" if self.input_dtype == torch.int16 else "u8"
         return f"{shape}, static {inputs} x s{'/'.join(map(str, sorted(self.weight_bits)))}{fused}, {gemm} GEMM"
+
+
+class JoinedGemm:
+    """The native GEMMs of Linears that read one input coded alike and write coded outputs (attention's query, key
+    and value), as one call: their packed weights, column terms and output codes side by side, so the input is read
+    once for all of them. Their own packed weights become views of the joined ones (no copy kept)."""
+
+    def __init__(self, linears: Sequence[StaticInt8Linear]) -> None:
+        if not self.joinable(linears):
+            raise ValueError("only native GEMMs of one input coding, with coded outputs and no post-op, join")
+        self.library = cast(ctypes.CDLL, linears[0].native)
+        sizes = [linear.packed_weight.numel() for linear in linears]
+        self.packed = torch.cat([linear.packed_weight for linear in linears])
+        for linear, part in zip(linears, self.packed.split(sizes), strict=True):
+            linear.packed_weight = part
+        self.out_features = sum(linear.out_features for linear in linears)
+        biases = [torch.zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears]
+        self.epilogue = (
+            torch.cat([linear.col_offset for linear in linears]),
+            torch.cat([linear.col_scale for linear in linears]),
+            torch.cat(biases),
+            False,
+        )
+        multipliers = torch.cat([cast(torch.Tensor, linear.output_multiplier) for linear in linears])
+        self.output = (linears[0].output_dtype, multipliers, linears[0].output_offset, linears[0].output_limit)
+
+    @staticmethod
+    def joinable(linears: Sequence[StaticInt8Linear]) -> bool:
+        """Whether :class:`JoinedGemm` can join ``linears``."""
+        first = linears[0]
+        return (
+            first.native is not None
+            and first.shares_input_scale(*linears[1:])
+            and all(
+                linear.native is first.native
+                and linear.post_op == "none"
+                and linear.output_multiplier is not None
+                and linear.output_dtype == first.output_dtype
+                and (linear.output_offset, linear.output_limit) == (first.output_offset, first.output_limit)
+                for linear in linears
+            )
+        )
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        """The joined outputs, side by side ([n, sum of out_features])."""
+        return gemm_s8(self.library, codes, self.packed, self.out_features, self.epilogue, self.output)
 
 
 def pair_safe_levels(weight: torch.Tensor, codes: torch.Tensor, floor: int) -> torch.Tensor:

@@ -14,7 +14,7 @@ import ctypes
 import torch
 from torch import nn
 
-from .linear import SHARED_INPUT, Bf16Linear, StaticInt8Linear
+from .linear import SHARED_INPUT, Bf16Linear, JoinedGemm, StaticInt8Linear
 from .native import add_layer_norm, split
 
 #: q, k and v are stored as u8 = value / scale + 128 (symmetric), so the kernel can read them as s8 by flipping a bit.
@@ -44,7 +44,8 @@ def key_validity(attention_mask: torch.Tensor | None, batch: int, length: int) -
 
 class StaticInt8SelfAttention(nn.Module):
     """A BERT-style self-attention (``query``/``key``/``value`` Linears, bidirectional, padding mask) in int8: one
-    u8 copy of the input for the three GEMMs (they share its smoothing and scale), u8 q/k/v, the VNNI kernel of
+    u8 copy of the input for the three GEMMs (they share its smoothing and scale; one joined GEMM where they are the
+    native ones), u8 q/k/v, the VNNI kernel of
     ``library``, and the context returned as u8 at ``output``'s own input scale (its Linear reads u8 as already
     coded)."""
 
@@ -68,13 +69,19 @@ class StaticInt8SelfAttention(nn.Module):
         self.qk_scale = scales[0] * scales[1] * self.head_size**-0.5
         self.v_scale = scales[2]
         self.out_multiplier, self.out_offset = output.x_multiplier, float(output.x_zero_point)
+        linears = (query, key, value)
+        #: q, k and v in one GEMM where theirs are the native ones (the kernel reads them side by side).
+        self.joined = JoinedGemm(linears) if JoinedGemm.joinable(linears) else None
 
     def forward(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, **_: object
     ) -> tuple[torch.Tensor, None]:
         batch, length, width = hidden_states.shape
         x = self.query.quantize(hidden_states.reshape(-1, width))
-        q, k, v = (linear.gemm(x) for linear in (self.query, self.key, self.value))
+        if self.joined is not None:
+            q, k, v = self.joined(x).split(self.query.out_features, dim=1)
+        else:
+            q, k, v = (linear.gemm(x) for linear in (self.query, self.key, self.value))
         valid = key_validity(attention_mask, batch, length)
         out = torch.empty(batch * length, self.query.out_features, dtype=torch.uint8)
         library = self.library
@@ -82,7 +89,7 @@ class StaticInt8SelfAttention(nn.Module):
         def run(start: int, stop: int) -> int:
             return int(
                 library.sbq_int8_attention(
-                    q.data_ptr(), k.data_ptr(), v.data_ptr(), q.shape[1], valid.data_ptr(),
+                    q.data_ptr(), k.data_ptr(), v.data_ptr(), q.stride(0), valid.data_ptr(),
                     batch, length, self.heads, self.head_size, self.qk_scale, self.v_scale,
                     self.out_multiplier.data_ptr(), self.out_offset, out.data_ptr(), out.shape[1], start, stop,
                 )
