@@ -254,8 +254,7 @@ def test_joined_gemm_writes_what_each_linear_would(avx2_library: ctypes.CDLL) ->
     low, high = x.amin(0), x.amax(0)
     shared = torch.nn.Linear(64, 32).weight.detach().abs().amax(0) + 0.1  # one smoothing for all three
     linears = [
-        StaticInt8Linear(torch.nn.Linear(64, 32), low, high, weight_reach=shared, native=avx2_library)
-        for _ in range(3)
+        StaticInt8Linear(torch.nn.Linear(64, 32), low, high, weight_reach=shared, native=avx2_library) for _ in range(3)
     ]
     for index, linear in enumerate(linears):
         linear.quantize_output(0.01 * (index + 1), 128)
