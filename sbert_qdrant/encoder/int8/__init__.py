@@ -1,5 +1,5 @@
 """Static int8 for CPUs, behind this one entry point: activation ranges calibrated once on real text, SmoothQuant-
-smoothed Linears run as fused u8 x s8 oneDNN GEMMs (VNNI; on AVX2 without VNNI with 7-bit weights, see
+smoothed Linears run as fused u8 x s8 GEMMs (oneDNN's with VNNI; on AVX2 our own, with 7-8-bit weights, see
 ``cpu.int8_gemm_isa``), and native kernels for AVX512-VNNI or AVX2 + FMA CPUs (int8 attention, activation
 quantization, residual add + LayerNorm) built ahead (``sbert-qdrant build-kernels``) or on first use, cached, behind
 ``SBERT_QDRANT_NATIVE=auto|off``. Dynamic int8 (activations scaled per batch) is the named fallback; ``int8_kernels``
