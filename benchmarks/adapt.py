@@ -554,6 +554,13 @@ def corpus_only(
             held_out=args.corpus_held_out,
             pool_depth=args.corpus_pool_depth,
             max_pairs=args.corpus_pairs,
+            title_field=None if args.corpus_no_titles else "title",
+            sentences_per_text=args.corpus_sentences,
+            sentence_choice=args.corpus_sentence_choice,
+            query_word_dropout=args.corpus_word_dropout,
+            max_query_words=args.corpus_max_words,
+            bm25_min_rank=args.corpus_min_rank,
+            mine_range=(args.range_min, args.range_max),
             negatives=args.negatives,
             epochs=args.corpus_epochs,
             batch_size=args.batch_size,
@@ -608,6 +615,12 @@ def main() -> None:
     parser.add_argument("--corpus-epochs", type=int, default=1, help="step 6: epochs")
     parser.add_argument("--corpus-held-out", type=int, default=30, help="step 6: held-out texts (its own report)")
     parser.add_argument("--corpus-pool-depth", type=int, default=5, help="step 6: held-out pool, hits per query")
+    parser.add_argument("--corpus-no-titles", action="store_true", help="step 6: no title pseudo-queries")
+    parser.add_argument("--corpus-sentences", type=int, default=1, help="step 6: sentences per text")
+    parser.add_argument("--corpus-sentence-choice", choices=("random", "last"), default="random")
+    parser.add_argument("--corpus-word-dropout", type=float, default=0.0, help="step 6: query word dropout")
+    parser.add_argument("--corpus-max-words", type=int, default=48, help="step 6: longest sentence query")
+    parser.add_argument("--corpus-min-rank", type=int, default=1, help="step 6: BM25 rank a pair needs at least")
     parser.add_argument("--output", type=Path, default=None, help="keep the mined file and model here")
     parser.add_argument("--trained", type=Path, default=None, help="a model an earlier run trained (its OUTPUT/model)")
     parser.add_argument("--no-stages", dest="stages", action="store_false", help="skip step 5 (late int., re-rank)")

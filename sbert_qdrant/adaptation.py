@@ -34,7 +34,7 @@ from .training import (
     TrainingConfig,
     mine_hard_negatives,
 )
-from .training.pseudo_queries import PseudoQueries, PseudoQuery, pseudo_queries
+from .training.pseudo_queries import PseudoQueries, PseudoQuery, SentenceChoice, pseudo_queries
 from .types import SearchMode, TrainPrecision
 
 logger = logging.getLogger(__name__)
@@ -74,7 +74,8 @@ class CorpusAdaptation:
         lines = [
             f"pseudo-queries: {len(self.found.pairs)} confirmed by BM25 ({kinds}) from {self.found.texts} texts; "
             f"{self.found.candidates} candidates, {self.found.repeated} dropped as repeated, "
-            f"{self.found.unconfirmed} not confirmed",
+            f"{self.found.unconfirmed} not confirmed"
+            + (f", {self.found.too_easy} ranked above bm25_min_rank" if self.found.too_easy else ""),
             f"held out: {self.held_out_queries} queries of {self.held_out_texts} texts (never trained on); "
             f"trained on {self.train_examples} of {self.train_pairs} pairs (the rest had too few negatives)",
         ]
@@ -104,6 +105,10 @@ def adapt_to_corpus(
     title_field: str | None = "title",
     sentences_per_text: int = 1,
     bm25_top_k: int = 10,
+    bm25_min_rank: int = 1,
+    sentence_choice: SentenceChoice = "random",
+    query_word_dropout: float = 0.0,
+    max_query_words: int = 48,
     negatives: int = 1,
     mine_range: tuple[int, int] = (2, 30),
     epochs: int = 1,
@@ -155,6 +160,10 @@ def adapt_to_corpus(
         max_pairs=max_pairs,
         sentences_per_text=sentences_per_text,
         bm25_top_k=bm25_top_k,
+        bm25_min_rank=bm25_min_rank,
+        sentence_choice=sentence_choice,
+        query_word_dropout=query_word_dropout,
+        max_query_words=max_query_words,
         seed=seed,
         show_progress_bar=show_progress_bar,
     )

@@ -68,6 +68,54 @@ def test_seeded_and_capped(titled: Any) -> None:
     assert all(sum(p.positive == key for p in strict.pairs) <= 4 for key in TEXTS)  # a title + 3 sentences at most
 
 
+def _bm25_rank(coll: Any, pair: Any) -> int | None:
+    hits = coll.search_texts([pair.query], limit=10, mode="sparse")[0]
+    return next((i for i, hit in enumerate(hits, 1) if hit.id == pair.positive), None)
+
+
+def test_harder_pairs_skip_what_bm25_ranks_first(encoder: SentenceEncoder, tmp_path: Path) -> None:
+    first = DOCS[0]
+    decoy = " ".join(reversed(first["title"].split())) * 3  # outranks its title's own text under BM25
+    with TextCollection("decoyed", encoder, location=tmp_path, show_progress_bar=False) as coll:
+        coll.upsert_texts(
+            [*TEXTS.values(), decoy], ids=[*TEXTS, "decoy"], payloads=[*({"title": r["title"]} for r in DOCS), {}]
+        )
+        every = pseudo_queries(coll, max_pairs=5000, sentences_per_text=3)
+        harder = pseudo_queries(coll, max_pairs=5000, sentences_per_text=3, bm25_min_rank=2)
+        assert every.too_easy == 0 and harder.too_easy > 0
+        assert any(p.kind == "title" and p.positive == first["_id"] for p in harder.pairs)
+        assert all(2 <= (_bm25_rank(coll, p) or 0) <= 10 for p in harder.pairs)
+        assert set(harder.pairs) < set(every.pairs)
+        assert len(every.pairs) == len(harder.pairs) + harder.too_easy  # the same candidates, split by rank
+        assert harder.unconfirmed == every.unconfirmed
+
+
+def test_query_word_dropout(titled: Any) -> None:
+    whole = {
+        p.positive: p for p in pseudo_queries(titled, max_pairs=5000, sentence_choice="last", title_field=None).pairs
+    }
+    dropped = pseudo_queries(
+        titled, max_pairs=5000, sentence_choice="last", title_field=None, query_word_dropout=0.5, min_query_words=2
+    )
+    assert dropped.pairs
+    for pair in dropped.pairs:
+        source = whole[pair.positive]
+        assert pair.context == source.context and len(pair.query.split()) < len(source.query.split())
+        words = iter(source.query.split())
+        assert all(word in words for word in pair.query.split())  # the source's words, in order, some dropped
+
+
+def test_last_sentences(titled: Any) -> None:
+    found = pseudo_queries(titled, max_pairs=5000, title_field=None, sentence_choice="last")
+    assert found.counts() == {"sentence": len(found.pairs)} and len(found.pairs) > len(DOCS) / 2
+    again = pseudo_queries(titled, max_pairs=5000, title_field=None, sentence_choice="last", seed=3)
+    assert set(found.pairs) == set(again.pairs)  # the same sentences whatever the seed (only their order differs)
+    ends = [TEXTS[p.positive].rstrip().endswith(p.query) for p in found.pairs]
+    assert sum(ends) >= 0.8 * len(ends)  # the last sentence, unless it is too short or too long to be a query
+    two = pseudo_queries(titled, max_pairs=5000, title_field=None, sentence_choice="last", sentences_per_text=2)
+    assert {p.query for p in found.pairs} < {p.query for p in two.pairs}
+
+
 def test_without_titles_and_with_headings(encoder: SentenceEncoder, tmp_path: Path) -> None:
     bodies = {row["_id"]: row["text"] for row in DOCS}
     markdown = "# Methods of extraction\nWe ground cotton leaves in liquid nitrogen and washed the powder twice "
@@ -100,6 +148,14 @@ def test_clear_errors(encoder: SentenceEncoder, tmp_path: Path, titled: Any) -> 
         pseudo_queries(titled, max_pairs=0)
     with pytest.raises(InvalidArgumentError, match="max_query_words=2 is below"):
         pseudo_queries(titled, min_query_words=3, max_query_words=2)
+    with pytest.raises(InvalidArgumentError, match=r"bm25_min_rank=11 must be an integer in 1\.\.bm25_top_k"):
+        pseudo_queries(titled, bm25_min_rank=11)
+    with pytest.raises(InvalidArgumentError, match="bm25_min_rank=0"):
+        pseudo_queries(titled, bm25_min_rank=0)
+    with pytest.raises(InvalidArgumentError, match=r"query_word_dropout=1 must be in 0\.\.1"):
+        pseudo_queries(titled, query_word_dropout=1)
+    with pytest.raises(InvalidArgumentError, match="sentence_choice='first'"):
+        pseudo_queries(titled, sentence_choice="first")  # type: ignore[arg-type]
 
 
 def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,7 +165,8 @@ def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: 
         coll.upsert_texts(list(TEXTS.values()), ids=list(TEXTS), payloads=[{"title": row["title"]} for row in DOCS])
     engine = ["--location", str(tmp_path / "edge"), "--collection", "corpus", "--model", str(tmp_path / "tiny")]
     argv = ["adapt-corpus", *engine, "--precision", "fp32", "--output", str(tmp_path / "adapted")]
-    argv += ["--max-pairs", "30", "--held-out", "4", "--batch-size", "8", "--reembed-into", "adapted", "--no-progress"]
+    argv += ["--max-pairs", "30", "--held-out", "4", "--batch-size", "8", "--sentences", "last", "--bm25-min-rank", "1"]
+    argv += ["--reembed-into", "adapted", "--no-progress"]
     assert main(argv) == 0
     report = capsys.readouterr().out
     assert "pseudo-queries: 30 confirmed by BM25" in report and "held-out nDCG@10 hybrid:" in report

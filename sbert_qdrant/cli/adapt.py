@@ -27,6 +27,10 @@ def _adapt(args: argparse.Namespace) -> int:
             title_field=args.title_field or None,
             sentences_per_text=args.sentences_per_text,
             bm25_top_k=args.bm25_top_k,
+            bm25_min_rank=args.bm25_min_rank,
+            sentence_choice=args.sentences,
+            query_word_dropout=args.word_dropout,
+            max_query_words=args.max_query_words,
             negatives=args.negatives,
             epochs=args.epochs,
             batch_size=args.batch_size,
@@ -55,7 +59,20 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     adapt.add_argument("--max-pairs", type=int, default=2000, help="pseudo-queries to find, held-out ones included")
     adapt.add_argument("--title-field", default="title", help="payload field of a text's title ('' for none)")
     adapt.add_argument("--sentences-per-text", type=int, default=1, help="sentences drawn from each text (1)")
+    adapt.add_argument(
+        "--sentences", choices=("random", "last"), default="random", help="which sentences: drawn, or the last ones"
+    )
+    adapt.add_argument(
+        "--word-dropout", type=float, default=0.0, help="drop each query word with this probability (0; harder queries)"
+    )
+    adapt.add_argument("--max-query-words", type=int, default=48, help="longest sentence taken as a query (48)")
     adapt.add_argument("--bm25-top-k", type=int, default=10, help="keep a pair when BM25 ranks its text this high")
+    adapt.add_argument(
+        "--bm25-min-rank",
+        type=int,
+        default=1,
+        help="...and no higher than this (1; 2 drops the pairs BM25 ranks first: harder queries)",
+    )
     adapt.add_argument("--negatives", type=int, default=1, help="hard negatives per pair, mined hybrid (1)")
     adapt.add_argument("--epochs", type=int, default=1)
     adapt.add_argument("--batch-size", type=int, default=16)
