@@ -56,7 +56,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +67,7 @@ from sbert_qdrant.adaptation import adapt_to_corpus
 from sbert_qdrant.training import (
     CrossEncoderBCELoss,
     CrossEncoderListwiseLoss,
+    Example,
     MaxSimRankingLoss,
     MinedNegatives,
     MiningGuards,
@@ -76,6 +77,7 @@ from sbert_qdrant.training import (
     TrainingConfig,
     mine_hard_negatives,
 )
+from sbert_qdrant.training.pseudo_queries import pseudo_queries
 
 Mode = Literal["dense", "hybrid"]
 MODES: tuple[Mode, ...] = ("dense", "hybrid")
@@ -275,18 +277,19 @@ def reembed(
     qrels: dict[str, set[str]],
     timings: dict[str, float],
     slots: dict[str, MultiVectorEncoder] | None = None,
+    name: str = "scifact-adapted",
 ) -> Scores:
-    """Step 4: the collection re-embedded with the trained model (``reembed``), with the token ``slots`` of step 5
-    filled in the same pass, measured."""
-    print(f"\n== 4. re-embed the collection with the trained model (reembed; token slots {sorted(slots or {})}) ==")
-    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as stale:  # an earlier run's
+    """Step 4: the collection re-embedded into ``name`` with the trained model (``reembed``), with the token
+    ``slots`` of step 5 filled in the same pass, measured."""
+    print(f"\n== re-embed the collection into {name} (reembed; token slots {sorted(slots or {})}) ==")
+    with TextCollection(name, trained, location=store, named_vectors=slots) as stale:  # an earlier run's
         if stale.exists():
             stale.delete_collection()
     start = time.perf_counter()
     with TextCollection("scifact", base, location=store) as coll:
-        coll.reembed("scifact-adapted", trained, named_vectors=slots)
-    timings["re-embed"] = time.perf_counter() - start
-    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
+        coll.reembed(name, trained, named_vectors=slots)
+    timings[f"re-embed {name}"] = time.perf_counter() - start
+    with TextCollection(name, trained, location=store, named_vectors=slots) as coll:
         coll.optimize()
         return text_scores(coll, queries, qrels)
 
@@ -357,11 +360,12 @@ def late_interaction(
     store: Path,
     queries: dict[str, str],
     qrels: dict[str, set[str]],
+    name: str = "scifact-adapted",
 ) -> dict[str, Stage]:
-    """Step 5a: the hybrid candidates of the re-embedded collection re-scored by MaxSim over each token slot
-    (``tokens``: the trained projection; ``raw``: the trained model's own token vectors)."""
+    """Step 5a: the hybrid candidates of the re-embedded collection ``name`` re-scored by MaxSim over each token
+    slot (``tokens``: the trained projection; ``raw``: the trained model's own token vectors)."""
     print(f"\n== 5a. re-score the hybrid top {args.rescore_candidates} by MaxSim in the engine, per token slot ==")
-    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
+    with TextCollection(name, trained, location=store, named_vectors=slots) as coll:
 
         def search(rescore: str | None) -> Callable[[list[str]], list[list[Any]]]:
             depth = args.rescore_candidates  # every search returns that many (recall@100 reads recall@depth)
@@ -466,16 +470,18 @@ def rerank_stage(
     reranker: CrossEncoder,
     store: Path,
     trained: SentenceEncoder,
-    slots: dict[str, MultiVectorEncoder],
+    slots: dict[str, MultiVectorEncoder] | None,
     queries: dict[str, str],
     qrels: dict[str, set[str]],
+    name: str = "scifact-adapted",
 ) -> RerankFigures:
-    """Step 5c: the late-interaction hits re-ranked by the cross-encoder at each depth k, at each
-    ``--rerank-weights`` (``rerank_weight=``: 1, its score alone; less, blended with the late-interaction score).
-    The time per query is the first weight's: the cross-encoder's pass (the others re-use its scores)."""
-    print(f"\n== 5c. re-rank the hybrid + late interaction hits with {label} ==")
+    """Step 5c: the late-interaction hits (the hybrid hits without ``slots``) of collection ``name`` re-ranked by the
+    cross-encoder at each depth k, at each ``--rerank-weights`` (``rerank_weight=``: 1, its score alone; less,
+    blended with the search's score). The time per query is the first weight's: the cross-encoder's pass (the
+    others re-use its scores)."""
+    print(f"\n== 5c. re-rank the hybrid{' + late interaction' if slots else ''} hits with {label} ==")
     figures: RerankFigures = {}
-    with TextCollection("scifact-adapted", trained, location=store, named_vectors=slots) as coll:
+    with TextCollection(name, trained, location=store, named_vectors=slots) as coll:
         for k in args.rerank_depths:
             remembered = Remembered(reranker)
             for i, weight in enumerate(args.rerank_weights):
@@ -488,8 +494,8 @@ def rerank_stage(
                         limit=k,
                         with_payload=False,
                         mode="hybrid",
-                        rescore="tokens",
-                        candidates=max(k, args.rescore_candidates),
+                        rescore="tokens" if slots else None,
+                        candidates=max(k, args.rescore_candidates) if slots else None,
                         rerank=remembered,
                         rerank_candidates=k,
                         rerank_weight=weight,
@@ -553,13 +559,7 @@ def corpus_only(
             root / "corpus-model",
             held_out=args.corpus_held_out,
             pool_depth=args.corpus_pool_depth,
-            max_pairs=args.corpus_pairs,
-            title_field=None if args.corpus_no_titles else "title",
-            sentences_per_text=args.corpus_sentences,
-            sentence_choice=args.corpus_sentence_choice,
-            query_word_dropout=args.corpus_word_dropout,
-            max_query_words=args.corpus_max_words,
-            bm25_min_rank=args.corpus_min_rank,
+            **pseudo_query_options(args),
             mine_range=(args.range_min, args.range_max),
             negatives=args.negatives,
             epochs=args.corpus_epochs,
@@ -580,6 +580,71 @@ def corpus_only(
             measured = text_scores(coll, queries, qrels)
             print(f"corpus only on {split.strip('_') or 'the evaluation queries'}: {measured}")
             figures.update({f"corpus_only_{mode}{split}": measured[mode][0] for mode in MODES})
+    return figures
+
+
+def pseudo_query_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``--corpus-*`` flags as ``pseudo_queries`` / ``adapt_to_corpus`` arguments."""
+    return {
+        "max_pairs": args.corpus_pairs,
+        "title_field": None if args.corpus_no_titles else "title",
+        "sentences_per_text": args.corpus_sentences,
+        "sentence_choice": args.corpus_sentence_choice,
+        "query_word_dropout": args.corpus_word_dropout,
+        "max_query_words": args.corpus_max_words,
+        "bm25_min_rank": args.corpus_min_rank,
+    }
+
+
+def corpus_stages(
+    args: argparse.Namespace,
+    corpus: Corpus,
+    base: SentenceEncoder,
+    store: Path,
+    root: Path,
+    judged: dict[str, tuple[dict[str, str], dict[str, set[str]]]],
+    timings: dict[str, float],
+) -> dict[str, float]:
+    """Step 7: the recipe's later stages from the corpus alone, over the base model (its dense vectors kept): a
+    token projection (unless ``--corpus-no-late``: the re-ranker then re-ranks the hybrid hits) and a re-ranker
+    (``--rerankers``' first recipe, from the default model) trained on pseudo-queries against the rest of their
+    text and negatives mined hybrid, measured on each judged split."""
+    spec = replace(args.rerankers[0], init="default")
+    late = "late interaction and " if args.corpus_late else ""
+    print(f"\n== 7. corpus only, {late}re-ranker {spec.label} trained on pseudo-queries ==")
+    name = "scifact-corpus-stages"
+    start = time.perf_counter()
+    with TextCollection("scifact", base, location=store) as coll:
+        found = pseudo_queries(coll, **pseudo_query_options(args), show_progress_bar=True)
+        context = {p.query: p.context for p in found.pairs}
+        guards = MiningGuards(args.range_min, args.range_max)
+
+        def mine(negatives: int) -> MinedNegatives:
+            queries, positives = [p.query for p in found.pairs], [p.positive for p in found.pairs]
+            mined = mine_hard_negatives(coll, queries, positives, mode="hybrid", num_negatives=negatives, guards=guards)
+            examples = [Example((e.texts[0], context[e.texts[0]], *e.texts[2:])) for e in mined.examples]
+            return MinedNegatives(examples, mined.skipped)
+
+        pairs, groups = mine(args.negatives), mine(args.rerank_negatives)
+    timings["corpus stages: pseudo-queries, mining"] = time.perf_counter() - start
+    print(f"{len(found.pairs)} pseudo-queries, {len(pairs.examples)} examples, {len(groups.examples)} groups")
+    slots = None
+    if args.corpus_late:
+        slots = {"tokens": train_token_projection(args, base, pairs, root / "corpus-late-interaction", timings)}
+        reembed(base, base, store, *judged[""], timings, slots, name=name)
+    reranker = train_reranker(args, spec, groups, root, root / "corpus-reranker", timings)
+    figures = {}
+    for split, (queries, qrels) in judged.items():
+        if slots:
+            late = late_interaction(args, corpus, base, slots, store, queries, qrels, name=name)
+            figures[f"corpus_only_late_interaction{split}"] = late["tokens"].scores[0]
+        rerank = rerank_stage(
+            args, spec.label, reranker, store, base, slots, queries, qrels, name=name if slots else "scifact"
+        )
+        over = "" if slots else "_hybrid"
+        figures |= {
+            f"corpus_only_rerank{over}{split}_k{k}_w{w:g}": stage.scores[0] for (_, k, w), stage in rerank.items()
+        }
     return figures
 
 
@@ -615,6 +680,12 @@ def main() -> None:
     parser.add_argument("--corpus-epochs", type=int, default=1, help="step 6: epochs")
     parser.add_argument("--corpus-held-out", type=int, default=30, help="step 6: held-out texts (its own report)")
     parser.add_argument("--corpus-pool-depth", type=int, default=5, help="step 6: held-out pool, hits per query")
+    parser.add_argument(
+        "--corpus-stages", action="store_true", help="step 7: late interaction and re-ranker from pseudo-queries"
+    )
+    parser.add_argument(
+        "--corpus-no-late", dest="corpus_late", action="store_false", help="step 7 without late interaction"
+    )
     parser.add_argument("--corpus-no-titles", action="store_true", help="step 6: no title pseudo-queries")
     parser.add_argument("--corpus-sentences", type=int, default=1, help="step 6: sentences per text")
     parser.add_argument("--corpus-sentence-choice", choices=("random", "last"), default="random")
@@ -679,7 +750,7 @@ def main() -> None:
             timings["index base"], written = index_texts(coll, corpus)
             before = text_scores(coll, eval_queries, eval_qrels)
             print(f"indexed {written} texts (others were stored) in {timings['index base']:.0f} s; before: {before}")
-            before_all = text_scores(coll, queries, qrels) if args.corpus_only else None
+            before_all = text_scores(coll, queries, qrels) if args.corpus_only or args.corpus_stages else None
             print("\n== 3a. mine hard negatives from it ==")
             start = time.perf_counter()
             pairs = [(train[q], d) for q in train for d in sorted(qrels[q])]
@@ -732,6 +803,8 @@ def main() -> None:
                     rerank |= rerank_stage(args, spec.label, reranker, store, trained, slots, eval_queries, eval_qrels)
         judged = {"": (eval_queries, eval_qrels), "_train_split": (queries, qrels)}
         corpus_figures = corpus_only(args, store, root, judged, timings) if args.corpus_only else {}
+        if args.corpus_stages:
+            corpus_figures |= corpus_stages(args, corpus, base, store, root, judged, timings)
     print(f"\n== results on {split} (nDCG@10, recall@100, x100) ==")
     rows = [(f"{mode} before (anchor)", before[mode]) for mode in MODES]
     rows += [(f"{mode} after", after[mode]) for mode in MODES] if after else []
@@ -746,7 +819,8 @@ def main() -> None:
         print(f"documents dense: {documents['dense'][0] - before['dense'][0]:+.2f} nDCG@10 over truncated texts")
     if before_all:
         corpus_figures |= {f"{mode}_before_train_split": before_all[mode][0] for mode in MODES}
-        print(f"corpus-only hybrid: {corpus_figures['corpus_only_hybrid']:.2f} nDCG@10 (target >= 75)")
+        if args.corpus_only:
+            print(f"corpus-only hybrid: {corpus_figures['corpus_only_hybrid']:.2f} nDCG@10 (target >= 75)")
     print("timings (s): " + ", ".join(f"{k} {v:.0f}" for k, v in timings.items()))
     print(f"(whole run {time.perf_counter() - began:.0f} s)")
     figures: dict[str, float | None] = {
