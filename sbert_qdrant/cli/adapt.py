@@ -32,6 +32,7 @@ def _adapt(args: argparse.Namespace) -> int:
             query_word_dropout=args.word_dropout,
             max_query_words=args.max_query_words,
             negatives=args.negatives,
+            mine_range=tuple(args.mine_range),
             epochs=args.epochs,
             batch_size=args.batch_size,
             learning_rate=args.lr,
@@ -74,9 +75,17 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="...and no higher than this (1; 2 drops the pairs BM25 ranks first: harder queries)",
     )
     adapt.add_argument("--negatives", type=int, default=1, help="hard negatives per pair, mined hybrid (1)")
+    adapt.add_argument(
+        "--mine-range",
+        type=int,
+        nargs=2,
+        default=(10, 50),
+        metavar=("MIN", "MAX"),
+        help="negatives among the hits ranked MIN..MAX-1 (10 50)",
+    )
     adapt.add_argument("--epochs", type=int, default=1)
     adapt.add_argument("--batch-size", type=int, default=16)
-    adapt.add_argument("--lr", type=float, default=5e-5)
+    adapt.add_argument("--lr", type=float, default=2e-5)
     adapt.add_argument("--train-tokens", type=int, default=128, help="token limit while training (cost; 128)")
     adapt.add_argument("--pool-depth", type=int, default=10, help="held-out pool: best N hits per query, each mode")
     adapt.add_argument("--seed", type=int, default=42)
