@@ -23,7 +23,12 @@ collection, and documents with chunk context, in one run.
 6. With ``--corpus-only``: adaptation with no labels (``adapt_to_corpus``): pseudo-queries from the corpus itself
    (titles and sentences, confirmed by BM25), negatives mined from the collection of step 1, MNRL, re-embedded into
    a new collection; measured on the evaluation queries and on all the train split's queries (809 claims), none of
-   them seen by this step.
+   them seen by this step. ``--corpus-*`` flags choose the pseudo-queries (titles or not, sentences per text, random or
+   last, word dropout, longest query, the BM25 rank a pair needs at least); ``--range-min/max`` the mined negatives.
+7. With ``--corpus-stages``: the recipe's later stages from the corpus alone, over the base model (its dense vectors
+   kept): a token projection (MaxSim) and a re-ranker (the first ``--rerankers`` recipe, from the default model)
+   trained on the same kind of pseudo-queries, measured as hybrid + late interaction (+ re-rank) on each judged
+   split; ``--corpus-no-late`` re-ranks the hybrid hits instead.
 
 Splits: SciFact's train queries (809 claims) are split by a hash of their id into train (about 80 %) and dev
 (about 20 %, never trained on). Training uses the train part; the best checkpoint is chosen on dev; the figures
@@ -35,13 +40,17 @@ The hash cuts five folds: ``--fold K`` makes fold K dev (0 by default); the five
         [--lr 5e-5] [--batch-size 16] [--negatives 1] [--chunk-tokens 128] [--no-context] [--no-stages]
         [--token-dim 128] [--late-epochs 3] [--rescore-candidates 50] [--rerank-depths 10,20,50] [--trained PATH]
         [--rerankers adapted:listwise:3:2e-5,...] [--rerank-negatives 7] [--rerank-weights 1,0.5,0.25,0.1]
-        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--device cuda] [--fold K]
+        [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--corpus-stages
+        [--corpus-no-late]] [--corpus-sentences 1] [--corpus-sentence-choice random|last] [--corpus-no-titles]
+        [--corpus-word-dropout 0] [--corpus-max-words 48] [--corpus-min-rank 1] [--device cuda] [--fold K]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
 of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms on
 ``--device``, batched) and per stored point (bytes); with ``--corpus-only`` also ``corpus_only_dense`` /
 ``corpus_only_hybrid`` (evaluation queries) and the same with ``_train_split`` (all train queries) beside
-``dense_before_train_split`` / ``hybrid_before_train_split``; ``eval_queries`` counts the evaluation queries.
+``dense_before_train_split`` / ``hybrid_before_train_split``; with ``--corpus-stages`` ``corpus_only_late_interaction``
+and ``corpus_only_rerank_k<k>_w<weight>`` (``corpus_only_rerank_hybrid_...`` without late interaction), each also
+with ``_train_split``; ``eval_queries`` counts the evaluation queries.
 """
 
 from __future__ import annotations
