@@ -214,7 +214,7 @@ def test_switched_off_static_int8_runs_without_kernels_saying_so(
     assert "without its int8 kernels" in caplog.text and "SBERT_QDRANT_NATIVE=off" in caplog.text
     kernel_modules = (native_layers.StaticInt8SelfAttention, native_layers.ResidualLayerNorm)
     assert not any(isinstance(m, kernel_modules) for m in encoder.modules())
-    assert not any(isinstance(m, linear.StaticInt8Linear) and m.native_quantize for m in encoder.modules())
+    assert not any(isinstance(m, linear.StaticInt8Linear) and m.quantizer_library for m in encoder.modules())
     assert not (tmp_path / "kernels").exists()  # nothing built
     assert np.isfinite(np.asarray(encoder.encode(nli_sentences()[:8]))).all()
 

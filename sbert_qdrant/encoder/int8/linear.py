@@ -16,6 +16,7 @@ from torch import nn
 from ...types import Int8GemmIsa
 from .. import cpu
 from .native import gemm_s8, pack_weights, runs_gemm
+from .native import quantize_rows as native_quantize_rows
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +128,9 @@ class StaticInt8Linear(nn.Module):
         #: 0..255 (u8) or to +-output_limit (s16).
         self.output_multiplier: torch.Tensor | None = None
         self.output_offset, self.output_limit = 0.0, 0.0
-        #: The native kernel's quantizer (``native.quantize_rows``) where it loaded, set by ``quantize_static_int8``.
-        self.native_quantize: Callable[[torch.Tensor, torch.Tensor, float], torch.Tensor] | None = None
+        #: The native library whose quantizer (``native.quantize_rows``) codes the inputs, where it loaded (set by
+        #: ``quantize_static_int8``; it may serve a Linear whose GEMM is oneDNN's).
+        self.quantizer_library: ctypes.CDLL | None = None
 
     def fuse_gelu(self) -> None:
         """Apply the exact (erf) GELU to the output inside the GEMM, instead of as another pass after it."""
@@ -163,27 +165,29 @@ class StaticInt8Linear(nn.Module):
         if self.input_dtype == torch.int16:
             limit = self.input_limit
             return torch.clamp(torch.round(rows.float() * self.x_multiplier), -limit, limit).to(torch.int16)
-        if self.native_quantize is not None:
-            return self.native_quantize(rows, self.x_multiplier, float(self.x_zero_point))
+        if self.quantizer_library is not None:
+            return native_quantize_rows(self.quantizer_library, rows, self.x_multiplier, float(self.x_zero_point))
         quantize = compiled_quantizer() if rows.numel() >= COMPILED_QUANTIZE_SIZE else quantize_rows
         return quantize(rows, self.x_multiplier, self.x_offset)
+
+    def native_epilogue(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, bool]:
+        """What the native GEMM does to its sums (``native.gemm_s8``'s ``epilogue``)."""
+        return self.col_offset, self.col_scale, self.bias, self.post_op == "gelu"
+
+    def native_output(self) -> tuple[torch.dtype, torch.Tensor | None, float, float]:
+        """How the native GEMM writes its outputs (``native.gemm_s8``'s ``output``)."""
+        return self.output_dtype, self.output_multiplier, self.output_offset, self.output_limit
 
     def gemm(self, quantized: torch.Tensor) -> torch.Tensor:
         """The int8 GEMM (with its fused post-op) of quantized rows."""
         if self.native is not None:
-            coded = self.output_dtype in (torch.uint8, torch.int16)
             return gemm_s8(
                 self.native,
                 quantized,
                 self.packed_weight,
                 self.out_features,
-                (self.col_offset, self.col_scale, self.bias, self.post_op == "gelu"),
-                (
-                    self.output_dtype if coded else torch.float32,
-                    self.output_multiplier if coded else None,
-                    self.output_offset,
-                    self.output_limit,
-                ),
+                self.native_epilogue(),
+                self.native_output(),
             )
         return torch.ops.onednn.qlinear_pointwise(
             quantized,
@@ -228,15 +232,16 @@ class JoinedGemm:
         for linear, part in zip(linears, self.packed.split(sizes), strict=True):
             linear.packed_weight = part
         self.out_features = sum(linear.out_features for linear in linears)
-        biases = [torch.zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears]
+        epilogues = [linear.native_epilogue() for linear in linears]
         self.epilogue = (
-            torch.cat([linear.col_offset for linear in linears]),
-            torch.cat([linear.col_scale for linear in linears]),
-            torch.cat(biases),
+            torch.cat([offsets for offsets, _, _, _ in epilogues]),
+            torch.cat([scales for _, scales, _, _ in epilogues]),
+            torch.cat([torch.zeros(lin.out_features) if lin.bias is None else lin.bias for lin in linears]),
             False,
         )
+        dtype, _, offset, limit = linears[0].native_output()
         multipliers = torch.cat([cast(torch.Tensor, linear.output_multiplier) for linear in linears])
-        self.output = (linears[0].output_dtype, multipliers, linears[0].output_offset, linears[0].output_limit)
+        self.output = (dtype, multipliers, offset, limit)
 
     @staticmethod
     def joinable(linears: Sequence[StaticInt8Linear]) -> bool:

@@ -12,7 +12,6 @@ there: 0.060 and 0.041), at about 1.7x fp32's speed.
 
 from __future__ import annotations
 
-import functools
 import re
 import warnings
 from typing import Literal
@@ -24,7 +23,6 @@ from .. import cpu
 from .calibration import ActivationRanges, quantized_layer_names
 from .linear import SHARED_INPUT, SMOOTH_ALPHA, WEIGHT_LEVELS, Bf16Linear, StaticInt8Linear, compiled_quantizer
 from .native import native_library, runs_gemm
-from .native import quantize_rows as native_quantize_rows
 from .native_layers import install_int8_attention, install_residual_layer_norms
 
 #: The FFN down projection's alpha: its GELU input has outlier channels ~5x the rest, so more of the range moves
@@ -121,7 +119,7 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
         reach = weight_reach.get(parent_name)
         quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels, library)
         if library is not None:
-            quantized.native_quantize = functools.partial(native_quantize_rows, library)
+            quantized.quantizer_library = library
         setattr(parent, child, quantized)
     _fuse_gelus(model, bf16)
     _code_intermediates(model)
@@ -157,7 +155,7 @@ def _fuse_gelus(model: nn.Module, bf16: bool) -> None:
         exact_gelu = exact_gelu or getattr(act, "act", None) is nn.functional.gelu  # transformers' GELUActivation
         if isinstance(dense, StaticInt8Linear) and exact_gelu:
             dense.fuse_gelu()
-            if bf16:
+            if bf16 and dense.native is None:  # our GEMM writes fp32 or codes
                 dense.output_dtype = torch.bfloat16
             module.intermediate_act_fn = nn.Identity()
 

@@ -4,8 +4,6 @@ instruction set, or PyTorch). Benchmarks print it beside their figures."""
 
 from __future__ import annotations
 
-import functools
-
 import torch
 from torch import nn
 
@@ -31,11 +29,7 @@ def int8_kernels(model: nn.Module) -> str:
         return f"dynamic int8 | GEMM: {gemm} | attention: PyTorch | quantizer: PyTorch | add+LayerNorm: PyTorch"
     linears = [m for m in modules if isinstance(m, StaticInt8Linear)]
     bits = "/".join(str(b) for b in sorted(frozenset[int]().union(*(m.weight_bits for m in linears))))
-    quantizers = {
-        library_isa(q.args[0]) if isinstance(q, functools.partial) else None
-        for m in linears
-        if (q := m.native_quantize) is not None
-    }
+    quantizers = {library_isa(m.quantizer_library) for m in linears if m.quantizer_library is not None}
     native = {library_isa(m.native) for m in linears if m.native is not None}
     gemm = _who(native) if native else f"oneDNN {cpu.int8_gemm_isa()[0]}"
     inputs = "u8/s16" if any(m.input_dtype == torch.int16 for m in linears) else "u8"
