@@ -24,7 +24,8 @@ collection, and documents with chunk context, in one run.
    (titles and sentences, confirmed by BM25), negatives mined from the collection of step 1, MNRL, re-embedded into
    a new collection; measured on the evaluation queries and on all the train split's queries (809 claims), none of
    them seen by this step. ``--corpus-*`` flags choose the pseudo-queries (titles or not, sentences per text, random or
-   last, word dropout, longest query, the BM25 rank a pair needs at least); ``--range-min/max`` the mined negatives.
+   last, word dropout, longest query, the BM25 rank a pair needs at least), ``--corpus-mine-range`` the mined
+   negatives' ranks and ``--corpus-lr`` the learning rate (both ``adapt_to_corpus``'s defaults unless given).
 7. With ``--corpus-stages``: the recipe's later stages from the corpus alone, over the base model (its dense vectors
    kept): a token projection (MaxSim) and a re-ranker (the first ``--rerankers`` recipe, from the default model)
    trained on the same kind of pseudo-queries, measured as hybrid + late interaction (+ re-rank) on each judged
@@ -42,7 +43,8 @@ The hash cuts five folds: ``--fold K`` makes fold K dev (0 by default); the five
         [--rerankers adapted:listwise:3:2e-5,...] [--rerank-negatives 7] [--rerank-weights 1,0.5,0.25,0.1]
         [--corpus-only [--corpus-pairs 2000] [--corpus-epochs 1] [--corpus-held-out 30]] [--corpus-stages
         [--corpus-no-late]] [--corpus-sentences 1] [--corpus-sentence-choice random|last] [--corpus-no-titles]
-        [--corpus-word-dropout 0] [--corpus-max-words 48] [--corpus-min-rank 1] [--device cuda] [--fold K]
+        [--corpus-word-dropout 0] [--corpus-max-words 48] [--corpus-min-rank 1] [--corpus-lr 2e-5]
+        [--corpus-mine-range 10 50] [--device cuda] [--fold K]
 
 The last line is JSON: nDCG@10 x100 of dense and hybrid before and after, of documents (base model, context), and
 of each stage (hybrid + late interaction, raw and trained; + the re-ranker) with its gain, its cost per query (ms on
@@ -569,11 +571,11 @@ def corpus_only(
             held_out=args.corpus_held_out,
             pool_depth=args.corpus_pool_depth,
             **pseudo_query_options(args),
-            mine_range=(args.range_min, args.range_max),
+            mine_range=tuple(args.corpus_mine_range),
             negatives=args.negatives,
             epochs=args.corpus_epochs,
             batch_size=args.batch_size,
-            learning_rate=args.lr,
+            learning_rate=args.corpus_lr,
             train_tokens=args.train_tokens,
             precision="fp32",
             reembed_into=name,
@@ -626,7 +628,7 @@ def corpus_stages(
     with TextCollection("scifact", base, location=store) as coll:
         found = pseudo_queries(coll, **pseudo_query_options(args), show_progress_bar=True)
         context = {p.query: p.context for p in found.pairs}
-        guards = MiningGuards(args.range_min, args.range_max)
+        guards = MiningGuards(*args.corpus_mine_range)
 
         def mine(negatives: int) -> MinedNegatives:
             queries, positives = [p.query for p in found.pairs], [p.positive for p in found.pairs]
@@ -698,6 +700,15 @@ def main() -> None:
     parser.add_argument("--corpus-no-titles", action="store_true", help="step 6: no title pseudo-queries")
     parser.add_argument("--corpus-sentences", type=int, default=1, help="step 6: sentences per text")
     parser.add_argument("--corpus-sentence-choice", choices=("random", "last"), default="random")
+    parser.add_argument("--corpus-lr", type=float, default=2e-5, help="step 6: learning rate (adapt_to_corpus's)")
+    parser.add_argument(
+        "--corpus-mine-range",
+        type=int,
+        nargs=2,
+        default=(10, 50),
+        metavar=("MIN", "MAX"),
+        help="steps 6-7: negatives among the hits ranked MIN..MAX-1 (adapt_to_corpus's 10 50)",
+    )
     parser.add_argument("--corpus-word-dropout", type=float, default=0.0, help="step 6: query word dropout")
     parser.add_argument("--corpus-max-words", type=int, default=48, help="step 6: longest sentence query")
     parser.add_argument("--corpus-min-rank", type=int, default=1, help="step 6: BM25 rank a pair needs at least")
