@@ -74,11 +74,10 @@ from typing import Any, Literal
 from _data import cpu_summary
 
 from sbert_qdrant import CrossEncoder, MultiVectorEncoder, SentenceEncoder, TextCollection
-from sbert_qdrant.adaptation import adapt_to_corpus
+from sbert_qdrant.adaptation import adapt_to_corpus, mine_against_context
 from sbert_qdrant.training import (
     CrossEncoderBCELoss,
     CrossEncoderListwiseLoss,
-    Example,
     MaxSimRankingLoss,
     MinedNegatives,
     MiningGuards,
@@ -627,16 +626,11 @@ def corpus_stages(
     start = time.perf_counter()
     with TextCollection("scifact", base, location=store) as coll:
         found = pseudo_queries(coll, **pseudo_query_options(args), show_progress_bar=True)
-        context = {p.query: p.context for p in found.pairs}
         guards = MiningGuards(*args.corpus_mine_range)
-
-        def mine(negatives: int) -> MinedNegatives:
-            queries, positives = [p.query for p in found.pairs], [p.positive for p in found.pairs]
-            mined = mine_hard_negatives(coll, queries, positives, mode="hybrid", num_negatives=negatives, guards=guards)
-            examples = [Example((e.texts[0], context[e.texts[0]], *e.texts[2:])) for e in mined.examples]
-            return MinedNegatives(examples, mined.skipped)
-
-        pairs, groups = mine(args.negatives), mine(args.rerank_negatives)
+        pairs, groups = (
+            mine_against_context(coll, found.pairs, negatives, guards, True)
+            for negatives in (args.negatives, args.rerank_negatives)
+        )
     timings["corpus stages: pseudo-queries, mining"] = time.perf_counter() - start
     print(f"{len(found.pairs)} pseudo-queries, {len(pairs.examples)} examples, {len(groups.examples)} groups")
     slots = None

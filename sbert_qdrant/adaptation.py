@@ -27,6 +27,7 @@ from .errors import InvalidArgumentError, InvalidInputError
 from .records import Key
 from .training import (
     Example,
+    MinedNegatives,
     MiningGuards,
     MultipleNegativesRankingLoss,
     RetrievalEvaluator,
@@ -175,22 +176,13 @@ def adapt_to_corpus(
     test, train = _held_out(found.pairs, held_out, seed)
     seconds["pseudo-queries"] = time.perf_counter() - start
     start = time.perf_counter()
-    mined = mine_hard_negatives(
-        collection,
-        [p.query for p in train],
-        [p.positive for p in train],
-        mode="hybrid",
-        num_negatives=negatives,
-        guards=guards,
-        show_progress_bar=show_progress_bar,
-    )
+    mined = mine_against_context(collection, train, negatives, guards, show_progress_bar)
     if not mined.examples:
         raise InvalidInputError(
             f"none of {len(train)} pseudo-queries had {negatives} hard negative(s) ranked {guards.range_min}.."
             f"{guards.range_max - 1}; the collection is too small: lower negatives or mine_range."
         )
-    context = {p.query: p.context for p in train}
-    examples = [Example((e.texts[0], context[e.texts[0]], *e.texts[2:])) for e in mined.examples]
+    examples = mined.examples
     seconds["mining"] = time.perf_counter() - start
     trained = copy.deepcopy(encoder)
     with tempfile.TemporaryDirectory(prefix="sbert-qdrant-held-out-") as scratch:
@@ -220,6 +212,29 @@ def adapt_to_corpus(
         reembed_into,
         seconds,
     )
+
+
+def mine_against_context(
+    collection: TextCollection,
+    pairs: Sequence[PseudoQuery],
+    negatives: int,
+    guards: MiningGuards,
+    show_progress_bar: bool | None = None,
+) -> MinedNegatives:
+    """Hard negatives mined in hybrid mode for each pseudo-query, its example's positive being the pair's context
+    (its text without the query: a text that holds the query verbatim teaches only lexical overlap)."""
+    context = {p.query: p.context for p in pairs}
+    mined = mine_hard_negatives(
+        collection,
+        [p.query for p in pairs],
+        [p.positive for p in pairs],
+        mode="hybrid",
+        num_negatives=negatives,
+        guards=guards,
+        show_progress_bar=show_progress_bar,
+    )
+    examples = [Example((e.texts[0], context[e.texts[0]], *e.texts[2:])) for e in mined.examples]
+    return MinedNegatives(examples, mined.skipped)
 
 
 def _held_out(pairs: list[PseudoQuery], texts: int, seed: int) -> tuple[list[PseudoQuery], list[PseudoQuery]]:

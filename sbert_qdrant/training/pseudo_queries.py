@@ -10,9 +10,8 @@ ranks first: the ones its own words already settle, which teach a dense model on
 abstracts nearly every sentence is settled so (99.3 % of 18,805 on 2,000 SciFact abstracts): ``query_word_dropout``
 drops each of a query's words with that probability first (the text it asks for is unchanged), so that fewer of
 its words point at its text, as with a real question. A query found in more than one text is dropped (it names
-none of them). The texts are read through the collection's public
-``scroll`` and searched through ``search_texts``, like hard-negative mining; the choice of sentences and the order
-are seeded.
+none of them). The texts are read through the collection's public ``scroll`` and searched through
+``search_texts``, like hard-negative mining; the choice of sentences and the order are seeded.
 """
 
 from __future__ import annotations
