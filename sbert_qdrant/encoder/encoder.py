@@ -12,10 +12,12 @@ from typing import Any, Literal, cast
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import EncoderModule, Features
+from .feed import TokenFeed
 from .identity import check_truncate_dim, encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
@@ -27,6 +29,8 @@ from .loading import (
     save_modules,
     write_model_config,
 )
+from .packed import packs
+from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
 from .pooling import AttentionPooling, Pooling
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .similarity import similarity, similarity_pairwise
@@ -99,6 +103,11 @@ class SentenceEncoder(nn.Module):
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
         self.truncated_count = 0
         self.truncate_dim = truncate_dim
+        #: On a GPU: padded tokens per batch (texts per batch also at most ``batch_size``).
+        self.batch_tokens = DEFAULT_BATCH_TOKENS
+        #: On a CUDA GPU in fp16 / bf16: BERT models run unpadded (packed texts, flash varlen attention) where torch
+        #: offers it; False runs them padded.
+        self.unpadded = True
         self.eval()
 
     @classmethod
@@ -343,18 +352,8 @@ class SentenceEncoder(nn.Module):
         prompt: str,
     ) -> None:
         # As in sentence-transformers: the prompt is plain text in front, counted in max_seq_length.
-        ids, cut = self.transformer.tokenize([prompt + text for text in texts] if prompt else texts)
+        inputs = [prompt + text for text in texts] if prompt else texts
         prompt_length = torch.tensor([self.transformer.prompt_length(prompt)]) if prompt else None
-        if cut:
-            self.truncated_count += cut
-            logger.warning(
-                "%d of %d texts were longer than max_seq_length=%d tokens and were truncated "
-                "(%d so far on this encoder).",
-                cut,
-                len(texts),
-                self.max_seq_length,
-                self.truncated_count,
-            )
         width = out.shape[1]
         cut = width < self.output_dimension
         pipeline = list(self.pipeline)
@@ -364,19 +363,51 @@ class SentenceEncoder(nn.Module):
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
 
-        def run(index: np.ndarray) -> None:
-            features = self.transformer.collate([ids[i] for i in index], self.device)
+        def compute(features: Features) -> torch.Tensor:
             if prompt_length is not None:
                 features["prompt_length"] = prompt_length
             for module in pipeline:
                 features = module(features)
             vectors = features["sentence_embedding"].float()[:, :width]
-            if unit:
-                vectors = l2_normalize(vectors)
-            out[index] = vectors.cpu().numpy()
+            return l2_normalize(vectors) if unit else vectors
 
-        batches = length_sorted_batches([len(row) for row in ids], batch_size)
-        run_batches(batches, run, self.device, show_progress_bar, "Encoding")
+        if self.device.type == "cpu":
+            ids, truncated = self.transformer.tokenize(inputs)
+            self._warn_truncated(truncated, len(texts))
+
+            def run(index: np.ndarray) -> None:
+                out[index] = compute(self.transformer.collate([ids[i] for i in index], self.device)).numpy()
+
+            batches = length_sorted_batches([len(row) for row in ids], batch_size)
+            run_batches(batches, run, self.device, show_progress_bar, "Encoding")
+            return
+        packed = self.unpadded and packs(
+            self.transformer.model, self.device, self.transformer.model.dtype, self.transformer.output_hidden_states
+        )
+        transformer, pin = self.transformer, self.device.type == "cuda"
+        feed = TokenFeed(inputs, transformer.tokenize, transformer.collate_host, packed=packed, pin=pin)
+        with tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show_progress_bar) as bar:
+
+            def land(index: np.ndarray, rows: np.ndarray) -> None:
+                out[index] = rows
+                bar.update(len(index))
+
+            encode_pipelined(
+                len(inputs), feed.lengths, feed.collate, compute, land, self.device, self.batch_tokens, batch_size
+            )
+        self._warn_truncated(feed.truncated, len(texts))
+
+    def _warn_truncated(self, cut: int, count: int) -> None:
+        if cut:
+            self.truncated_count += cut
+            logger.warning(
+                "%d of %d texts were longer than max_seq_length=%d tokens and were truncated "
+                "(%d so far on this encoder).",
+                cut,
+                count,
+                self.max_seq_length,
+                self.truncated_count,
+            )
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sentence-transformers folder format (safetensors), loadable by both libraries."""

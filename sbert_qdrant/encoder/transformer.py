@@ -18,9 +18,15 @@ from transformers.utils import logging as transformers_logging
 from ..errors import InvalidArgumentError, ModelLoadError
 from .base import EncoderModule, Features
 from .folder import SBERT_CONFIG_FILE, token_limit, transformer_settings
+from .packed import packed_tokens, reference_attention, varlen_attention
+from .pipeline import host_tensor
 
 logger = logging.getLogger(__name__)
 
+
+#: A text longer than this many characters per allowed token is cut (at a space) before tokenizing: tokenizing costs
+#: the whole text even when only its first tokens are kept. English WordPiece runs ~4-5 characters a token.
+CHARACTERS_PER_TOKEN = 10
 
 TqdmHook = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
@@ -109,26 +115,49 @@ class Transformer(EncoderModule):
         return int(self.model.config.num_hidden_layers)
 
     def tokenize(self, texts: list[str]) -> tuple[list[list[int]], int]:
-        """Token ids per text (special tokens included, cut at ``max_seq_length``) and how many were cut."""
-        if self.do_lower_case:
-            texts = [t.lower() for t in texts]
+        """Token ids per text (special tokens included, cut at ``max_seq_length``) and how many were cut.
+
+        With a WordPiece (BERT) tokenizer a very long text is first cut at a space after ``CHARACTERS_PER_TOKEN``
+        characters per allowed token: its words are split alone, so the cut text's tokens are the whole text's first
+        ones; a cut text that falls short of the limit is tokenized whole again, so the ids are always the same."""
         limit = self.max_seq_length
+        whole = [t.lower() for t in texts] if self.do_lower_case else list(texts)
+        texts, shortened = self._cut_by_characters(whole, limit)
         # One token over the limit tells a cut text from one that is exactly `limit` long.
-        ids: list[list[int]] = self.tokenizer(
-            texts, truncation=True, max_length=limit + 1, return_attention_mask=False, return_token_type_ids=False
-        )["input_ids"]
+        ids = self._ids(texts, limit + 1)
+        short = [i for i in shortened if len(ids[i]) <= limit]
+        for i, row in zip(short, self._ids([whole[i] for i in short], limit + 1), strict=True):
+            ids[i], texts[i] = row, whole[i]
         cut = [i for i, row in enumerate(ids) if len(row) > limit]
-        if cut:
-            again = self.tokenizer(
-                [texts[i] for i in cut],
-                truncation=True,
-                max_length=limit,
-                return_attention_mask=False,
-                return_token_type_ids=False,
-            )["input_ids"]
-            for i, row in zip(cut, again, strict=True):
-                ids[i] = row
+        for i, row in zip(cut, self._ids([texts[i] for i in cut], limit), strict=True):
+            ids[i] = row
         return ids, len(cut)
+
+    def _ids(self, texts: list[str], limit: int) -> list[list[int]]:
+        if not texts:
+            return []
+        encoded = self.tokenizer(
+            texts, truncation=True, max_length=limit, return_attention_mask=False, return_token_type_ids=False
+        )
+        return list(encoded["input_ids"])
+
+    def _cut_by_characters(self, texts: list[str], limit: int) -> tuple[list[str], list[int]]:
+        """``texts`` with the very long ones cut at a space, and which were cut (WordPiece tokenizers only)."""
+        most = (limit + 1) * CHARACTERS_PER_TOKEN
+        long = [i for i, text in enumerate(texts) if len(text) > most]
+        if not long or not self._splits_words_alone():
+            return texts, []
+        out, shortened = list(texts), []
+        for i in long:
+            end = texts[i].rfind(" ", most // 2, most)
+            if end > 0:
+                out[i] = texts[i][:end]
+                shortened.append(i)
+        return out, shortened
+
+    def _splits_words_alone(self) -> bool:
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        return type(getattr(backend, "pre_tokenizer", None)).__name__ == "BertPreTokenizer"
 
     def prompt_length(self, prompt: str) -> int:
         """How many leading tokens ``prompt`` takes before a text: its tokens without a trailing special token."""
@@ -137,6 +166,10 @@ class Transformer(EncoderModule):
 
     def collate(self, rows: list[list[int]], device: torch.device) -> Features:
         """Right-pad token id rows into ``input_ids`` and ``attention_mask`` tensors on ``device``."""
+        return {name: value.to(device) for name, value in self.collate_host(rows, pin=False).items()}
+
+    def collate_host(self, rows: list[list[int]], pin: bool) -> Features:
+        """``collate`` on the host, in pinned memory where ``pin`` (for non-blocking copies to a GPU)."""
         width = max(len(r) for r in rows)
         pad_id = self.tokenizer.pad_token_id or 0
         input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
@@ -144,12 +177,13 @@ class Transformer(EncoderModule):
         for i, row in enumerate(rows):
             input_ids[i, : len(row)] = row
             mask[i, : len(row)] = 1
-        return {
-            "input_ids": torch.from_numpy(input_ids).to(device),
-            "attention_mask": torch.from_numpy(mask).to(device),
-        }
+        return {"input_ids": host_tensor(input_ids, pin), "attention_mask": host_tensor(mask, pin)}
 
     def forward(self, features: Features) -> Features:
+        if "cu_seqlens" in features:  # a packed batch (packed.pack): unpadded attention
+            attention = varlen_attention if features["input_ids"].is_cuda else reference_attention
+            features["token_embeddings"] = packed_tokens(self.model, features, attention)
+            return features
         out = self.model(
             input_ids=features["input_ids"],
             attention_mask=features["attention_mask"],
