@@ -13,6 +13,7 @@ from typing import Any, Literal, cast
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
@@ -27,9 +28,11 @@ from .cross_loading import (
     write_cross_encoder,
 )
 from .encoder import _checked_texts
+from .feed import TokenFeed
 from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
 from .loading import resolve_model_folder
+from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .transformer import Transformer
 
@@ -41,6 +44,17 @@ _ACTIVATION_FUNCTIONS = {
     "softmax": lambda logits: torch.softmax(logits, dim=-1),
     "tanh": torch.tanh,
 }
+
+
+@dataclass(frozen=True)
+class _PairRow:
+    """A pair's token ids and segment ids (None where the model takes none)."""
+
+    ids: list[int]
+    types: list[int] | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 @dataclass(frozen=True)
@@ -222,12 +236,16 @@ class CrossEncoder(nn.Module):
 
     def collate(self, ids: list[list[int]], types: list[list[int]] | None) -> Features:
         """Right-pad pairs' token (and segment) ids into model inputs on this cross-encoder's device."""
-        features = self.transformer.collate(ids, self.device)
+        return {name: value.to(self.device) for name, value in self.collate_host(ids, types, pin=False).items()}
+
+    def collate_host(self, ids: list[list[int]], types: list[list[int]] | None, pin: bool) -> Features:
+        """``collate`` on the host, in pinned memory where ``pin``."""
+        features = self.transformer.collate_host(ids, pin)
         if types is not None:
             padded = np.zeros(features["input_ids"].shape, dtype=np.int64)
             for i, row in enumerate(types):
                 padded[i, : len(row)] = row
-            features["token_type_ids"] = torch.from_numpy(padded).to(self.device)
+            features["token_type_ids"] = host_tensor(padded, pin)
         return features
 
     def _calibration_batches(self, pairs: list[tuple[str, str]]) -> Iterator[Features]:
@@ -279,26 +297,54 @@ class CrossEncoder(nn.Module):
         apply: Any,
         show_progress_bar: bool | None,
     ) -> None:
+        if show_progress_bar is None:
+            show_progress_bar = logger.isEnabledFor(logging.INFO)
+
+        def compute(features: Features) -> torch.Tensor:
+            return apply(self(features).float())
+
+        if self.device.type == "cpu":
+            ids, types, cut = self.pair_token_ids(pairs)
+            self._warn_truncated(cut, len(pairs))
+
+            def run(index: np.ndarray) -> None:
+                rows = [ids[i] for i in index]
+                out[index] = compute(self.collate(rows, None if types is None else [types[i] for i in index])).numpy()
+
+            batches = length_sorted_batches([len(row) for row in ids], batch_size)
+            run_batches(batches, run, self.device, show_progress_bar, "Scoring")
+            return
+        feed = TokenFeed(pairs, self._pair_rows, self._collate_rows, self.device.type == "cuda")
+        with tqdm(total=len(pairs), desc="Scoring", unit="pair", disable=not show_progress_bar) as bar:
+
+            def land(index: np.ndarray, scores: np.ndarray) -> None:
+                out[index] = scores
+                bar.update(len(index))
+
+            encode_pipelined(
+                len(pairs), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
+            )
+        self._warn_truncated(feed.truncated, len(pairs))
+
+    def _pair_rows(self, pairs: list[tuple[str, str]]) -> tuple[list[_PairRow], int]:
         ids, types, cut = self.pair_token_ids(pairs)
+        return [_PairRow(row, None if types is None else types[i]) for i, row in enumerate(ids)], cut
+
+    def _collate_rows(self, rows: list[_PairRow], pin: bool) -> Features:
+        types = None if rows[0].types is None else [cast(list[int], row.types) for row in rows]
+        return self.collate_host([row.ids for row in rows], types, pin)
+
+    def _warn_truncated(self, cut: int, count: int) -> None:
         if cut:
             self.truncated_count += cut
             logger.warning(
                 "%d of %d pairs were longer than max_seq_length=%d tokens and were truncated "
                 "(%d so far on this cross-encoder).",
                 cut,
-                len(pairs),
+                count,
                 self.max_seq_length,
                 self.truncated_count,
             )
-        if show_progress_bar is None:
-            show_progress_bar = logger.isEnabledFor(logging.INFO)
-
-        def run(index: np.ndarray) -> None:
-            features = self.collate([ids[i] for i in index], None if types is None else [types[i] for i in index])
-            out[index] = apply(self(features).float()).cpu().numpy()
-
-        batches = length_sorted_batches([len(row) for row in ids], batch_size)
-        run_batches(batches, run, self.device, show_progress_bar, "Scoring")
 
     def rank(
         self,

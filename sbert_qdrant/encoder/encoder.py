@@ -29,7 +29,7 @@ from .loading import (
     save_modules,
     write_model_config,
 )
-from .packed import packs
+from .packed import pack, packs
 from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
 from .pooling import AttentionPooling, Pooling
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
@@ -385,7 +385,7 @@ class SentenceEncoder(nn.Module):
             self.transformer.model, self.device, self.transformer.model.dtype, self.transformer.output_hidden_states
         )
         transformer, pin = self.transformer, self.device.type == "cuda"
-        feed = TokenFeed(inputs, transformer.tokenize, transformer.collate_host, packed=packed, pin=pin)
+        feed = TokenFeed(inputs, transformer.tokenize, pack if packed else transformer.collate_host, pin)
         with tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show_progress_bar) as bar:
 
             def land(index: np.ndarray, rows: np.ndarray) -> None:

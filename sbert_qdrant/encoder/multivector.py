@@ -21,10 +21,13 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, ModelLoadError
+from .base import Features
+from .feed import TokenFeed
 from .folder import read_json
 from .identity import encoder_identity, model_name, weights_digest
 from .layers import Dense
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, resolve_model_folder
+from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
 from .runtime import length_sorted_batches, resolve_device
 from .transformer import Transformer
 
@@ -111,16 +114,30 @@ class MultiVectorEncoder(torch.nn.Module):
     def _encode(self, texts: list[str], batch_size: int, skip: bool) -> list[np.ndarray]:
         if isinstance(texts, str) or any(not isinstance(t, str) for t in texts):
             raise InvalidArgumentError("texts must be a list of str; wrap a single text in a list.")
-        ids, _ = self.transformer.tokenize(texts) if texts else ([], 0)
         out: list[np.ndarray] = [np.zeros((0, self.dimension), np.float32)] * len(texts)
-        for index in length_sorted_batches([len(row) for row in ids], batch_size):
-            rows = [ids[i] for i in index]
-            with torch.inference_mode():
-                tokens = self.token_vectors(self.transformer(self.transformer.collate(rows, self.device))[_TOKENS])
-            vectors = tokens.float().cpu().numpy()
+        if not texts:
+            return out
+        transformer = self.transformer
+        feed = TokenFeed(texts, transformer.tokenize, transformer.collate_host, self.device.type == "cuda")
+
+        def compute(features: Features) -> torch.Tensor:
+            return self.token_vectors(transformer(features)[_TOKENS]).float()
+
+        def land(index: np.ndarray, vectors: np.ndarray) -> None:
             for row, i in enumerate(index):
-                keep = [j for j, token in enumerate(rows[row]) if not (skip and token in self.skiplist_ids)]
+                tokens = feed.row(i)
+                keep = [j for j, token in enumerate(tokens) if not (skip and token in self.skiplist_ids)]
                 out[i] = np.ascontiguousarray(vectors[row, keep])
+
+        if self.device.type == "cpu":
+            feed.lengths(range(len(texts)))
+            for index in length_sorted_batches([len(feed.row(i)) for i in range(len(texts))], batch_size):
+                with torch.inference_mode():
+                    land(index, compute(feed.collate(index)).numpy())
+            return out
+        encode_pipelined(
+            len(texts), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
+        )
         return out
 
     def token_vectors(self, tokens: torch.Tensor) -> torch.Tensor:
