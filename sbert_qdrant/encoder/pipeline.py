@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from queue import Empty, Full, Queue
 from typing import Generic, TypeVar
 
@@ -62,14 +63,14 @@ def chunked_batches(
 
 
 class _Handoff(Generic[T]):
-    """A bounded queue from the worker to the device thread that either side can stop."""
+    """A bounded queue from the worker to the consuming thread that either side can stop."""
 
     def __init__(self, depth: int) -> None:
         self.queue: Queue[tuple[T] | BaseException | None] = Queue(maxsize=depth)
         self.stopped = threading.Event()
 
     def put(self, value: tuple[T] | BaseException | None) -> bool:
-        """Hand ``value`` over; False once the device thread has stopped listening."""
+        """Hand ``value`` over; False once the consumer has stopped listening."""
         while not self.stopped.is_set():
             try:
                 self.queue.put(value, timeout=0.05)
@@ -84,8 +85,14 @@ class _Handoff(Generic[T]):
                 if not self.put((item,)):
                     return
             self.put(None)
-        except BaseException as exc:  # noqa: BLE001  # handed over: raised on the device thread
+        except BaseException as exc:  # noqa: BLE001  # handed over: raised on the consuming thread
             self.put(exc)
+
+    def drain(self) -> Iterator[T]:
+        while (got := self.queue.get()) is not None:
+            if isinstance(got, BaseException):
+                raise got
+            yield got[0]
 
     def stop(self) -> None:
         self.stopped.set()
@@ -94,6 +101,20 @@ class _Handoff(Generic[T]):
                 self.queue.get_nowait()
             except Empty:
                 return
+
+
+@contextmanager
+def ahead(items: Iterable[T], depth: int = PREPARED_AHEAD) -> Iterator[Iterator[T]]:
+    """``items`` iterated on a worker thread up to ``depth`` ahead of the consumer, in order; an exception there is
+    raised where the consumer reaches it; leaving the block stops the worker."""
+    handoff: _Handoff[T] = _Handoff(depth)
+    worker = threading.Thread(target=handoff.produce, args=(items,), name="sbert-qdrant-prepare", daemon=True)
+    worker.start()
+    try:
+        yield handoff.drain()
+    finally:
+        handoff.stop()
+        worker.join()
 
 
 def pipelined(
@@ -110,26 +131,14 @@ def pipelined(
     ``IN_FLIGHT`` batches are queued, so the device computes while the host lands. An exception in ``items``,
     ``compute`` or ``land`` stops the worker and is raised here.
     """
-    handoff: _Handoff[T] = _Handoff(PREPARED_AHEAD)
-    worker = threading.Thread(target=handoff.produce, args=(items,), name="sbert-qdrant-prepare", daemon=True)
-    worker.start()
     landing: deque[tuple[T, torch.Tensor, torch.cuda.Event | None]] = deque()
-    try:
-        with torch.inference_mode():
-            while True:
-                got = handoff.queue.get()
-                if got is None:
-                    break
-                if isinstance(got, BaseException):
-                    raise got
-                landing.append((got[0], *_to_host(compute(got[0]), device)))
-                if len(landing) >= IN_FLIGHT:
-                    _land(land, *landing.popleft())
-            while landing:
+    with ahead(items) as prepared, torch.inference_mode():
+        for item in prepared:
+            landing.append((item, *_to_host(compute(item), device)))
+            if len(landing) >= IN_FLIGHT:
                 _land(land, *landing.popleft())
-    finally:
-        handoff.stop()
-        worker.join()
+        while landing:
+            _land(land, *landing.popleft())
 
 
 def _to_host(result: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, torch.cuda.Event | None]:

@@ -32,8 +32,12 @@ from .data import Example
 from .evaluation import Evaluator
 from .losses import Batch, Objective, SoftmaxLoss
 from .losses.base import Columns, Trainable
+from .prefetch import prefetched
 
 logger = logging.getLogger(__name__)
+
+#: Losses are read from the device (one wait) every this many steps, and before an evaluation or checkpoint.
+LOG_STEPS = 50
 
 BEST = "best"
 #: Config fields that change the trajectory; a resumed run must match them.
@@ -218,6 +222,7 @@ class Trainer:
         self.output_dir = Path(output_dir) if output_dir is not None else None
         self.autocast = autocast_dtype(self.config.precision, encoder.device)
         self._packing: tuple[tuple[int, int], list[list[int]]] | None = None
+        self._orders: dict[tuple[int, int], list[int]] = {}
 
     def _tokenize(self) -> list[_Task]:
         tasks = []
@@ -242,8 +247,7 @@ class Trainer:
         per_epoch = self.batches_per_epoch() // len(tasks)
         epoch, position = divmod(rounds, per_epoch)
         task = tasks[task_index]
-        generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
-        order = torch.randperm(task.size, generator=generator).tolist()
+        order = self._order(task.size, epoch, task_index)
         if task.texts is None:
             index = order[position * self.config.batch_size : (position + 1) * self.config.batch_size]
         else:
@@ -251,6 +255,16 @@ class Trainer:
         features = task.objective.collate(task.columns, index)
         labels = None if task.labels is None else task.labels[index].to(self.encoder.device)
         return task.objective, Batch(features, len(index), labels)
+
+    def _order(self, size: int, epoch: int, task_index: int) -> list[int]:
+        """A task's example order in an epoch, a pure function of the seed (drawn once per epoch and task)."""
+        key = (epoch, task_index)
+        if key not in self._orders:
+            generator = torch.Generator().manual_seed(self.config.seed + 1_000_003 * epoch + task_index)
+            self._orders = {k: v for k, v in self._orders.items() if k[0] == epoch} | {
+                key: torch.randperm(size, generator=generator).tolist()
+            }
+        return self._orders[key]
 
     def _packed(self, texts: list[set[int]], order: list[int], key: tuple[int, int]) -> list[list[int]]:
         """The epoch's batches of a task without a text twice in one batch (computed once per epoch and task)."""
@@ -296,40 +310,60 @@ class Trainer:
         show = config.show_progress_bar
         if show is None:
             show = logger.isEnabledFor(logging.INFO)
-        recent: collections.deque[float] = collections.deque(maxlen=50)
-        examples_seen, train_time = 0, 0.0
+        recent: collections.deque[float] = collections.deque(maxlen=LOG_STEPS)
+        examples_seen, aside = 0, 0.0
         for objective in self.objectives:
             objective.train()
         progress = tqdm(total=total, initial=result.steps, desc="Training", unit="step", disable=not show)
-        for step in range(result.steps, total):
-            started = time.perf_counter()
-            objective, batch = self._batch(tasks, step)
-            with torch.autocast(encoder.device.type, dtype=self.autocast or torch.float32, enabled=bool(self.autocast)):
-                loss = objective(batch)
-            scaler.scale(loss).backward()
-            if config.max_grad_norm is not None:
-                scaler.unscale_(optimizer)
-                nn.utils.clip_grad_norm_(all_params, config.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            value = float(loss.detach())  # waits for the step to finish, so the timing below is honest on GPU too
-            train_time += time.perf_counter() - started
-            examples_seen += batch.size
-            result.losses.append(value)
-            result.steps = step + 1
-            recent.append(value)
-            progress.update(1)
-            progress.set_postfix(loss=f"{sum(recent) / len(recent):.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
-            self._after_step(result, total, optimizer, scheduler, scaler)
+        unread: list[torch.Tensor] = []  # losses still on the device: read LOG_STEPS at a time, one wait each
+
+        def read_losses() -> None:
+            values = torch.stack(unread).float().tolist() if unread else []
+            unread.clear()
+            result.losses.extend(values)
+            recent.extend(values)
+            progress.update(len(values))
+            if values:
+                progress.set_postfix(loss=f"{sum(recent) / len(recent):.4f}", lr=f"{scheduler.get_last_lr()[0]:.2e}")
+
+        started = time.perf_counter()
+        steps = range(result.steps, total)
+        with prefetched(partial(self._batch, tasks), steps, encoder.device) as batches:
+            for step, (objective, batch) in zip(steps, batches, strict=True):
+                with torch.autocast(
+                    encoder.device.type, dtype=self.autocast or torch.float32, enabled=bool(self.autocast)
+                ):
+                    loss = objective(batch)
+                scaler.scale(loss).backward()
+                if config.max_grad_norm is not None:
+                    scaler.unscale_(optimizer)
+                    nn.utils.clip_grad_norm_(all_params, config.max_grad_norm)
+                scaler.step(optimizer)
+                scaler.update()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                unread.append(loss.detach())
+                examples_seen += batch.size
+                result.steps = step + 1
+                if len(unread) == LOG_STEPS or self._acts_after(result.steps, total):
+                    read_losses()
+                    paused = time.perf_counter()
+                    self._after_step(result, total, optimizer, scheduler, scaler)
+                    aside += time.perf_counter() - paused
+        read_losses()  # waits for the last step: the timing below is honest on a GPU too
         progress.close()
         for objective in self.objectives:
             objective.eval()
-        result.train_seconds = train_time
-        result.examples_per_second = examples_seen / train_time if train_time else 0.0
+        result.train_seconds = time.perf_counter() - started - aside
+        result.examples_per_second = examples_seen / result.train_seconds if result.train_seconds else 0.0
         self._finish(result)
         return result
+
+    def _acts_after(self, step: int, total: int) -> bool:
+        """Whether ``_after_step`` evaluates or writes a checkpoint after ``step``."""
+        config = self.config
+        due = [n for n in (config.eval_steps if self.evaluator else None, config.checkpoint_steps) if n]
+        return step == total or any(step % n == 0 for n in due)
 
     def _after_step(
         self,
