@@ -26,6 +26,7 @@ from .context_async import AsyncCollectionContext
 from .documents_async import AsyncDocuments
 from .schema import CollectionConfig
 from .texts_async import AsyncTexts
+from .vectors import default_batch_size
 
 
 class AsyncCollectionBase:
@@ -56,7 +57,7 @@ class AsyncCollectionBase:
         payload_indexes: Mapping[str, models.PayloadSchemaType] | None = None,
         recreate: bool = False,
         retry: RetryPolicy | None = None,
-        encode_batch_size: int = 32,
+        encode_batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         settings: Settings | None = None,
     ) -> None:
@@ -80,7 +81,7 @@ class AsyncCollectionBase:
             shard_number=shard_number,
             replication_factor=replication_factor,
             payload_indexes=payload_indexes,
-            encode_batch_size=encode_batch_size,
+            encode_batch_size=default_batch_size(encoder) if encode_batch_size is None else encode_batch_size,
             show_progress_bar=show_progress_bar,
             text_field=text_field,
         )

@@ -28,6 +28,7 @@ from .context_sync import CollectionContext
 from .documents_sync import Documents
 from .schema import CollectionConfig
 from .texts_sync import Texts
+from .vectors import default_batch_size
 
 
 class CollectionBase:
@@ -58,7 +59,7 @@ class CollectionBase:
         payload_indexes: Mapping[str, models.PayloadSchemaType] | None = None,
         recreate: bool = False,
         retry: RetryPolicy | None = None,
-        encode_batch_size: int = 32,
+        encode_batch_size: int | None = None,
         show_progress_bar: bool | None = None,
         settings: Settings | None = None,
     ) -> None:
@@ -82,7 +83,7 @@ class CollectionBase:
             shard_number=shard_number,
             replication_factor=replication_factor,
             payload_indexes=payload_indexes,
-            encode_batch_size=encode_batch_size,
+            encode_batch_size=default_batch_size(encoder) if encode_batch_size is None else encode_batch_size,
             show_progress_bar=show_progress_bar,
             text_field=text_field,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -14,8 +15,28 @@ from .schema import CollectionConfig
 
 logger = logging.getLogger("sbert_qdrant.collection")
 
-#: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded.
+#: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded
+#: (on a GPU ``GPU_BATCH`` x 4: a call that small would leave it idle between calls).
 PROGRESS_SLICE = 256
+#: Texts per encoder batch by default: on a CPU sentence-transformers' 32; on a GPU as many as the encoder's token
+#: budget lets in (SentenceEncoder.batch_tokens), up to this many.
+CPU_BATCH, GPU_BATCH = 32, 1024
+
+
+def on_accelerator(encoder: object) -> bool:
+    """Whether ``encoder`` runs on a GPU (its ``device``, a torch.device, read without importing torch)."""
+    return str(getattr(encoder, "device", "cpu")) != "cpu"
+
+
+def default_batch_size(encoder: object) -> int:
+    """The encode batch size of a collection given none: ``GPU_BATCH`` for an encoder on a GPU, else ``CPU_BATCH``."""
+    return GPU_BATCH if on_accelerator(encoder) else CPU_BATCH
+
+
+def _slice(settings: CollectionConfig) -> int:
+    return max(PROGRESS_SLICE, 4 * settings.encode_batch_size)
+
+
 #: Chunks in a documents load's first write: the bar's first move comes after these are encoded.
 FIRST_GROUP = 32
 
@@ -51,14 +72,38 @@ def point_vectors(
     """Everything stored for texts, slot by slot: each dense slot's vectors (the primary's encoded here unless
     ``given``, checked, from elsewhere; a first stage cut from its full slot's), each multivector slot's token
     vectors and, with BM25, the term weights.
-    ``progress(done, total)`` is called after every ``PROGRESS_SLICE`` texts encoded."""
+    ``progress(done, total)`` is called after every slice of texts encoded (``PROGRESS_SLICE``, more on a GPU)."""
     encoded = [name for name in settings.encoders if given is None or name != settings.vector_name]
+    sparse = settings.layout.sparse if bm25 is not None else None
+    # With the encoder on a GPU the CPU is free meanwhile: BM25's term weights are counted beside the encoding.
+    with ThreadPoolExecutor(1, thread_name_prefix="sbert-qdrant-bm25") as aside:
+        beside = bm25 is not None and sparse is not None and on_accelerator(settings.encoder)
+        weights = aside.submit(bm25.embed_documents, texts) if bm25 is not None and beside else None
+        dense = _dense(settings, texts, encoded, given, progress)
+        multi = {
+            name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
+            for name, encoder in settings.token_encoders.items()
+        }
+        lexical = {}
+        if bm25 is not None and sparse is not None:
+            lexical[sparse.name] = weights.result() if weights is not None else bm25.embed_documents(texts)
+    return PointVectors(dense, lexical, multi)
+
+
+def _dense(
+    settings: CollectionConfig,
+    texts: list[str],
+    encoded: list[str],
+    given: list[np.ndarray] | None,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, np.ndarray]:
     total, done = len(texts) * len(encoded), 0
     dense = {settings.vector_name: np.stack(given)} if given is not None else {}
+    step = _slice(settings)
     for name in encoded:
         parts = []
-        for start in range(0, len(texts), PROGRESS_SLICE):
-            parts.append(encode_documents(settings, texts[start : start + PROGRESS_SLICE], name))
+        for start in range(0, len(texts), step):
+            parts.append(encode_documents(settings, texts[start : start + step], name))
             done += len(parts[-1])
             if progress is not None:
                 progress(done, total)
@@ -66,10 +111,4 @@ def point_vectors(
     for slot in settings.layout.slots:
         if slot.prefix_of is not None:  # a first stage: the first values of its full slot's vectors
             dense[slot.name] = np.ascontiguousarray(dense[slot.prefix_of][:, : slot.size])
-    multi = {
-        name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
-        for name, encoder in settings.token_encoders.items()
-    }
-    sparse = settings.layout.sparse
-    lexical = {sparse.name: bm25.embed_documents(texts)} if bm25 is not None and sparse is not None else {}
-    return PointVectors(dense, lexical, multi)
+    return dense
