@@ -33,8 +33,9 @@ ray.init(num_cpus=2, object_store_memory=75 * 1024 * 1024, include_dashboard=Fal
 testing.tiny_encoder().save(root / "tiny")
 encoder = SentenceEncoder.load(root / "tiny", device="cpu", precision="fp32")
 
-def open_edge(name, encoder, url):  # each write task: a folder of its own (Edge allows one process a folder)
-    return TextCollection(name, encoder, location=str(root / "parts" / uuid.uuid4().hex))
+def open_edge(target):  # each write task: a folder of its own (Edge allows one process a folder)
+    folder = str(root / "parts" / uuid.uuid4().hex)
+    return TextCollection(target.name, target.encoder, location=folder, layout=target.layout)
 
 _upsert.open_on_server = open_edge
 rows = [{"qid": f"q{i}", "text": f"row {i} of the budget test", "pad": "x" * 24_000} for i in range(3000)]

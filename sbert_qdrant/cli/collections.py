@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,16 +27,18 @@ if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no t
 
     from ..collection import TextCollection
     from ..encoder import CrossEncoder
+    from ..protocols import TextEncoder
     from ..records import UpsertResult
 
 
-def open_collection(args: argparse.Namespace) -> TextCollection:
-    """The collection the command names; ``--no-sparse`` (index) creates a new one without the BM25 vector."""
+def open_collection(args: argparse.Namespace, encoder: TextEncoder | None = None) -> TextCollection:
+    """The collection the command names, with ``encoder`` (None: the model the load flags name); ``--no-sparse``
+    (index) creates a new one without the BM25 vector."""
     from ..collection import TextCollection
     from ..settings import Settings
 
     settings = Settings()
-    encoder = encoder_spec(args, settings).load()
+    encoder = encoder if encoder is not None else encoder_spec(args, settings).load()
     return TextCollection(
         args.collection or settings.collection,
         encoder,
@@ -84,6 +87,11 @@ def _reading(args: argparse.Namespace) -> Iterator[TextCollection]:
 def _index(args: argparse.Namespace) -> int:
     label = ", ".join(args.file)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
+    kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
+    done = _ray_all_stored(args) if args.ray is not None else None
+    if done is not None:  # nothing to encode: no Ray started, no model loaded
+        _summary(label, *done, kind)
+        return 0
     upsert = _ray_upsert(args, fields) if args.ray is not None else _file_upsert(args, fields)
     with open_collection(args) as coll:
         try:
@@ -97,14 +105,29 @@ def _index(args: argparse.Namespace) -> int:
             raise
         if args.optimize:
             coll.optimize()
-        kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
         total = coll.count(kind=kind)
+    _summary(label, result, coll.collection_name, total, kind)
+    return 0
+
+
+def _summary(label: str, result: UpsertResult, name: str, total: int, kind: str) -> None:
     print(
-        f"{label}: {len(result)} records -> collection {coll.collection_name!r}: {result.written} written, "
-        f"{result.skipped} skipped, 0 failed; {total} {kind} stored.",
+        f"{label}: {len(result)} records -> collection {name!r}: {result.written} written, {result.skipped} "
+        f"skipped, 0 failed; {total} {kind} stored.",
         file=sys.stderr,
     )
-    return 0
+
+
+def _ray_all_stored(args: argparse.Namespace) -> tuple[UpsertResult, str, int] | None:
+    """``--ray --on-conflict skip`` of local files every row of which is stored: the result, the collection's name
+    and count, found without Ray or a model (``integrations.ray._local``); None: the run has work to do."""
+    if args.on_conflict != "skip":
+        return None
+    from ..integrations.ray._encode import Columns
+    from ..integrations.ray._local import stored_already
+
+    columns = Columns(args.text_field, args.id_field)
+    return stored_already(args.file, args.format, columns, args.documents, partial(open_collection, args))
 
 
 def _file_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[[TextCollection], UpsertResult]:
@@ -133,6 +156,7 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
     """The upsert of files read and encoded on Ray (``--ray``): this process writes what the actors encode."""
     from ..integrations import ray as sbert_ray  # the ray extra, imported only when asked for
     from ..integrations.ray._cluster import Pool, local_cpus
+    from ..integrations.ray._interrupt import Interrupted, stopping
 
     pool = Pool(args.actors, args.cpus_per_actor, args.gpus_per_actor, args.batch_size or 1)
     pool.check()
@@ -156,10 +180,23 @@ def _ray_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable[
         options["batch_size"] = args.batch_size
     if args.documents:
         chunking = {"chunk_tokens": args.chunk_tokens, "overlap_tokens": args.overlap_tokens}
-        return partial(
-            sbert_ray.upsert_documents_dataset, dataset, context_field=args.context_field, **chunking, **options
-        )
-    return partial(sbert_ray.upsert_dataset, dataset, **options)
+        options.update(context_field=args.context_field, **chunking)
+    run = sbert_ray.upsert_documents_dataset if args.documents else sbert_ray.upsert_dataset
+
+    def upsert(coll: TextCollection) -> UpsertResult:
+        """The run; SIGINT or SIGTERM stops it promptly, exiting 128 + the signal's number (130, 143)."""
+        try:
+            with stopping(signal.SIGINT, signal.SIGTERM, always=True):
+                return run(dataset, coll, **options)
+        except Interrupted as exc:
+            print(
+                f"{', '.join(args.file)}: {exc}: the batches written stay; run the same command with --on-conflict "
+                "skip to write the rest.",
+                file=sys.stderr,
+            )
+            raise SystemExit(128 + exc.signum) from None
+
+    return upsert
 
 
 def _clip(text: str | None, width: int) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ..errors import InvalidArgumentError, UnsupportedError
@@ -73,6 +74,25 @@ class EncoderSpec:
         )
 
     @classmethod
+    def of_encoder(cls, encoder: object) -> EncoderSpec | None:
+        """The spec that loads ``encoder`` again as it is (its model folder, precision, "auto" where it chose it,
+        ``truncate_dim``; the device left to the loading process), or None for an encoder not loaded from a folder of
+        the sentence-transformers format (its identity still tells it apart)."""
+        folder = _model_folder(encoder)
+        precision = getattr(encoder, "precision", None)
+        if folder is None or precision is None:
+            return None
+        from .loading import resolve_model_folder
+
+        default = folder == resolve_model_folder(None).resolve()
+        auto = bool(getattr(encoder, "auto_precision", False))
+        return cls(
+            model=None if default else str(folder),
+            precision="auto" if auto else precision,
+            truncate_dim=getattr(encoder, "truncate_dim", None),
+        )
+
+    @classmethod
     def names(cls) -> list[str]:
         """The fields, in order: each is a ``Settings`` field and a ``SentenceEncoder.load`` argument of that name."""
         return [spec_field.name for spec_field in dataclasses.fields(cls)]
@@ -96,6 +116,20 @@ class EncoderSpec:
                 f"precision={self.precision!r}: NumpyEncoder computes in fp32; load the model with load()."
             )
         return NumpyEncoder.load(self.model, truncate_dim=self.truncate_dim)
+
+
+def _model_folder(encoder: object) -> Path | None:
+    """The sentence-transformers folder a torch encoder was loaded from (its transformer's ``name_or_path``, or the
+    folder above it where the transformer is a module of its own), or None."""
+    transformer = getattr(encoder, "transformer", None)
+    named = getattr(getattr(getattr(transformer, "model", None), "config", None), "name_or_path", None)
+    if not isinstance(named, str) or not named:
+        return None
+    folder = Path(named).resolve()
+    for candidate in (folder, folder.parent):
+        if (candidate / "modules.json").is_file():
+            return candidate
+    return None
 
 
 def load_encoder(

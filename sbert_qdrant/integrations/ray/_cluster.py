@@ -13,8 +13,8 @@ import ray.data
 from ...errors import InvalidArgumentError
 from ._reaper import watch_here
 
-#: CPUs a read task asks of Ray when its dataset's plan cannot tell (Ray's own default).
-_DEFAULT_READ_CPUS = 1.0
+#: CPUs a task asks of Ray when its dataset's plan cannot tell (Ray's own default).
+_DEFAULT_TASK_CPUS = 1.0
 
 
 def connect(address: str | None = None) -> None:
@@ -68,39 +68,46 @@ class Pool(NamedTuple):
             )
 
     def check_fits(self, dataset: ray.data.Dataset, write_cpus: float = 0) -> None:
-        """Refuse, before any work, a pool the cluster cannot hold next to every other stage: the dataset's read tasks
-        and the write tasks (``write_cpus`` each). Ray Data starts the actors first, and a task that waits for a CPU
-        the actors hold waits forever (ray-project/ray#44687); a stalled write stalls the actors too, once their
-        output fills the object store."""
+        """Refuse, before any work, a pool the cluster cannot hold next to every other stage: each task the
+        dataset's plan asks for (``stage_cpus``: its reads, Ray's Parquet file listing, its maps) and the write tasks
+        (``write_cpus`` each). Ray Data starts the actors first, and a task that waits for a CPU the actors hold waits
+        forever (ray-project/ray#44687); a stalled write stalls the actors too, once their output fills the object
+        store."""
         have = ray.cluster_resources()
         cpus = float(have.get("CPU", 0))
         self.check_size(cpus, float(have.get("GPU", 0)))
-        pool = f"actors={self.actors} x cpus_per_actor={self.cpus:g}"
-        read = read_cpus(dataset)
-        if self.actors * self.cpus + read + write_cpus > cpus:
+        stages = stage_cpus(dataset)
+        need = max([*stages.values(), write_cpus], default=0.0)
+        if self.actors * self.cpus + need > cpus:
+            asked = ", ".join(f"{name} {amount:g}" for name, amount in stages.items()) or "none"
             raise InvalidArgumentError(
-                f"{pool} holds {self.actors * self.cpus:g} of the Ray cluster's {cpus:g} CPUs and the dataset's read "
-                f"tasks ask {read:g} CPU each, its write tasks {write_cpus:g}: they would wait forever "
-                f"(ray-project/ray#44687). Keep actors x cpus_per_actor <= {cpus - read - write_cpus:g}, or read the "
-                "files with read_files (its reads ask no CPU) or ray.data.read_*(..., num_cpus=0)."
+                f"actors={self.actors} x cpus_per_actor={self.cpus:g} holds {self.actors * self.cpus:g} of the Ray "
+                f"cluster's {cpus:g} CPUs, and the dataset's tasks ask CPUs of their own ({asked} a task; the write "
+                f"tasks {write_cpus:g}): they would wait forever (ray-project/ray#44687). Keep actors x cpus_per_actor "
+                f"<= {cpus - need:g}, or read the files with read_files (its tasks ask no CPU) or "
+                "ray.data.read_json / read_csv (..., num_cpus=0)."
             )
 
 
-def read_cpus(dataset: ray.data.Dataset) -> float:
-    """The most CPUs any read task of the dataset asks for (0: it reads no files, or read them already, e.g. a
-    materialized dataset). No public API tells it, so it is read from the plan; where the plan cannot be read, Ray's
-    default, 1."""
-    if not dataset.input_files():
-        return 0.0
-    plan = getattr(dataset, "_logical_plan", None)
-    if plan is None:
-        return _DEFAULT_READ_CPUS
-    found: list[float] = []
-    ops = [plan.dag]
-    while ops:
-        op = ops.pop()
-        ops.extend(op.input_dependencies)
-        remote_args = getattr(op, "ray_remote_args", None)
-        if type(op).__name__.startswith("Read") and isinstance(remote_args, dict):
-            found.append(float(remote_args.get("num_cpus", _DEFAULT_READ_CPUS)))
-    return max(found, default=0.0)  # no read in the plan: read already (a materialized dataset), no CPU asked
+def stage_cpus(dataset: ray.data.Dataset) -> dict[str, float]:
+    """The CPUs one task of each stage of the dataset asks for, by the stage's name, as Ray will run it: read from
+    Ray's own execution plan of the dataset (its reads, the file listing Ray 2.60 puts before a Parquet read whatever
+    its ``num_cpus=``, its maps); stages that ask none left out (an in-memory or materialized dataset runs no task).
+    No public API tells it; where the plan cannot be made (a Ray whose planner moved), Ray's default for a task."""
+    try:
+        from ray.data._internal.logical.interfaces import LogicalPlan
+        from ray.data._internal.logical.optimizers import get_execution_plan
+
+        # a plan of its own: planning rewires the plan it is given
+        physical, _ = get_execution_plan(LogicalPlan(dataset._logical_plan.dag, dataset.context))
+        found: dict[str, float] = {}
+        stages = [physical.dag]
+        while stages:
+            stage = stages.pop()
+            stages.extend(stage.input_dependencies)
+            cpus = float(stage.incremental_resource_usage().cpu or 0)
+            if cpus:
+                found[stage.name] = max(cpus, found.get(stage.name, 0.0))
+        return found
+    except Exception:  # noqa: BLE001 (Ray's private planner changed: assume its default, refuse rather than hang)
+        return {"each task (Ray's default)": _DEFAULT_TASK_CPUS}

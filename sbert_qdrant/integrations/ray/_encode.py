@@ -69,10 +69,14 @@ def _encodable(text: object) -> bool:
 
 
 class _Encode:
-    """Shared by the text and document actors: the model loaded once."""
+    """Shared by the text and document actors: the model loaded once (``max_seq_length``: the collection encoder's
+    text length, where it has one)."""
 
-    def __init__(self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int) -> None:
-        self.encoder = (spec if spec is not None else EncoderSpec.of()).load()
+    def __init__(
+        self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int, max_seq_length: int | None
+    ) -> None:
+        length = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
+        self.encoder = (spec if spec is not None else EncoderSpec.of()).load(**length)
         self.identity = self.encoder.identity
         self.columns = columns
         self.encode_batch_size = encode_batch_size
@@ -99,8 +103,9 @@ class EncodeTexts(_Encode):
         *,
         columns: Columns = Columns(),
         encode_batch_size: int = 32,
+        max_seq_length: int | None = None,
     ) -> None:
-        super().__init__(spec, columns, encode_batch_size)
+        super().__init__(spec, columns, encode_batch_size, max_seq_length)
 
     def __call__(self, batch: Batch) -> Batch:
         texts = batch[self.columns.text].tolist()
@@ -125,8 +130,9 @@ class EncodeDocuments(_Encode):
         overlap_tokens: int | None = None,
         context_field: str | None = None,
         encode_batch_size: int = 32,
+        max_seq_length: int | None = None,
     ) -> None:
-        super().__init__(spec, columns, encode_batch_size)
+        super().__init__(spec, columns, encode_batch_size, max_seq_length)
         from ...documents import Chunking  # here: the text actors never import documents (nor the Qdrant client)
 
         self.chunking = Chunking.of(self.encoder, chunk_tokens, overlap_tokens, context_field)

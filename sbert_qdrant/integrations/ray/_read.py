@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import ray.data
+from typing import TYPE_CHECKING
 
 from ...errors import DataFormatError
+
+if TYPE_CHECKING:  # imported where files are read: ``file_format`` serves a run that starts no Ray (``_local``)
+    import ray.data
 
 #: CPUs a read task asks of Ray: none, so that a pool of actors holding every CPU cannot starve the read (Ray Data
 #: starts the actors first; ray-project/ray#44687). Reading is light next to encoding.
@@ -39,8 +41,20 @@ def read_files(paths: Sequence[str], format: str | None = None) -> ray.data.Data
             f"{list(paths)} are of formats {sorted(formats)}; read one of {READ_FORMATS} at a time (or pass --format)."
         )
     chosen = formats.pop()
+    import ray.data
+
     if chosen == "jsonl":
         return ray.data.read_json(list(paths), lines=True, file_extensions=None, num_cpus=READ_CPUS)
     if chosen == "csv":
         return ray.data.read_csv(list(paths), file_extensions=None, num_cpus=READ_CPUS)
-    return ray.data.read_parquet(list(paths), file_extensions=None, num_cpus=READ_CPUS)
+    # Ray 2.60's Parquet reader (DataSourceV2) lists the files in a task asking 1 CPU whatever num_cpus= says; its
+    # first reader asks what it is told.
+    context = ray.data.DataContext.get_current()
+    v2 = getattr(context, "use_datasource_v2", None)
+    if v2 is not None:
+        context.use_datasource_v2 = False
+    try:
+        return ray.data.read_parquet(list(paths), file_extensions=None, num_cpus=READ_CPUS)
+    finally:
+        if v2 is not None:
+            context.use_datasource_v2 = v2

@@ -14,6 +14,9 @@ from ...records import Deduplicator, Key, UpsertResult, check_text
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, VECTOR_COLUMN, Batch, Columns
 
+#: Rows read (or looked up) at a time when only their ids are wanted.
+KEYS_BATCH = 1024
+
 
 def record(batch: Batch, row: int, number: int, columns: Columns, identity: str) -> dict[str, Any]:
     """Row ``row`` of an encoded batch (``number`` in the run) as a record, its text checked (errors name it)."""
@@ -42,7 +45,8 @@ def first_repeat(keys: Iterable[Key | None], columns: Columns) -> tuple[int, Inv
         try:
             rows.keep(number, key)
         except InvalidInputError as exc:
-            return number, exc
+            advice = "rows counted from 0 in the dataset's order; give one of the two another id, or drop it"
+            return number, InvalidInputError(f"{exc} ({advice}.)")
     return None
 
 

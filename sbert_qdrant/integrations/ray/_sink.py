@@ -1,9 +1,10 @@
 """Writes from the Ray workers, in parallel: a ``Datasink`` whose tasks each open the collection (through a factory,
-e.g. on a Qdrant server) and write their rows through its own pipeline (ids, payloads, checks, batches under the
-server's request limit, the retry policy of sbert-qdrant's server store), by the rule of the driver's path: rows
-stored before the run (dropped before the actors) are put back as skipped, errors number the dataset's rows, ids
-come back in the dataset's order. The write tasks ask no CPU (``WRITE_CPUS``): actors holding every CPU cannot
-starve them, and the actors' output, which only the writes drain, cannot fill the object store for good.
+e.g. on a Qdrant server, from plain values: ``WriteTarget``, no model) and write their rows through its own pipeline
+(ids, payloads, checks, batches under the server's request limit, the retry policy of sbert-qdrant's server store), by
+the rule of the driver's path: rows stored before the run (dropped before the actors) are put back as skipped, errors
+number the dataset's rows, ids come back in the dataset's order. The write tasks ask no CPU (``WRITE_CPUS``): actors
+holding every CPU cannot starve them, and the actors' output, which only the writes drain, cannot fill the object
+store for good.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from ray.data.datasource.datasink import WriteResult
 
 from ...collection import TextCollection
 from ...errors import InvalidInputError, PartialWriteError, SbertQdrantError
-from ...protocols import TextEncoder
+from ...layout import PointLayout
 from ...records import Key, UpsertResult, WriteLedger, id_mark
 from ...settings import Settings
 from ...types import OnConflict
 from ._encode import ENCODER_COLUMN, Batch, Columns
+from ._own import Written
 from ._rows import first_repeat, record, write_records
 from ._stored import Resume
 
@@ -30,9 +32,20 @@ from ._stored import Resume
 WRITE_CPUS = 0
 
 
-def open_on_server(name: str, encoder: TextEncoder, url: str) -> TextCollection:
-    """The collection ``name`` on the server at ``url``, opened in a worker (API key: its ``QDRANT_API_KEY``)."""
-    return TextCollection(name, encoder, url=url, settings=Settings())
+@dataclass(frozen=True)
+class WriteTarget:
+    """The collection a write task opens, as plain values: its name, the server's address, its layout and its
+    encoder as ``Written`` (identity, size; no model: one does not pickle at int8, and weighs ~90 MB at fp32)."""
+
+    name: str
+    url: str
+    layout: PointLayout
+    encoder: Written
+
+
+def open_on_server(target: WriteTarget) -> TextCollection:
+    """The collection ``target`` names on its server, opened in a worker (API key: its ``QDRANT_API_KEY``)."""
+    return TextCollection(target.name, target.encoder, url=target.url, layout=target.layout, settings=Settings())
 
 
 @dataclass
@@ -62,7 +75,7 @@ class _Part:
 class QdrantDatasink(Datasink[_Part]):
     """``dataset.write_datasink(QdrantDatasink(...))`` for an encoded dataset (``EncodeTexts``/``EncodeDocuments``):
     every write task opens a collection with ``open_collection`` (a picklable callable, run in the worker, e.g.
-    ``functools.partial(TextCollection, name, encoder, url=url)``) and writes its rows; ``result`` holds every row's id
+    ``functools.partial(open_on_server, target)``) and writes its rows; ``result`` holds every row's id
     in the dataset's order and the counts (with ``resume``, the rows stored before the run, which were not sent, put
     back as skipped). A task that meets a bad row stops there; the others write theirs, then a ``PartialWriteError``
     names the first bad row by its number in the dataset and lists what was and was not stored. Run it with

@@ -13,11 +13,9 @@ from tqdm.auto import tqdm
 from ...errors import PartialWriteError, SbertQdrantError
 from ...records import UpsertResult, WriteLedger
 from ._encode import ENCODER_COLUMN, Batch, Columns
-from ._rows import record
+from ._interrupt import pulled
+from ._rows import KEYS_BATCH, record
 from ._stored import Resume
-
-#: Rows read at a time when only their ids are wanted.
-KEYS_BATCH = 1024
 
 
 def keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
@@ -25,7 +23,7 @@ def keys(dataset: ray.data.Dataset, columns: Columns) -> Iterator[Any]:
     wanted = [columns.text] if columns.id is None else [columns.id]
     selected = dataset.select_columns(wanted)
     selected.context.execution_options.preserve_order = True  # the order of the encoded rows, row for row
-    for batch in selected.iter_batches(batch_size=KEYS_BATCH, batch_format="numpy"):
+    for batch in pulled(selected.iter_batches(batch_size=KEYS_BATCH, batch_format="numpy")):
         for row in range(len(batch[wanted[0]])):
             yield columns.key(batch, row)
 
@@ -62,7 +60,7 @@ class Stream:
         total: int | None,
     ) -> None:
         self._progress = tqdm(total=total, unit=unit, desc="Encoding", disable=not show_progress)
-        self._iterator = batches = iter(encoded.iter_batches(batch_size=None, batch_format="numpy"))
+        self._iterator = batches = pulled(encoded.iter_batches(batch_size=None, batch_format="numpy"))
         first = next(batches, None)
         #: The identity of the encoder that made the vectors (None: no rows).
         self.identity = str(first[ENCODER_COLUMN][0]) if first is not None and len(first[ENCODER_COLUMN]) else None
@@ -95,9 +93,7 @@ class Stream:
             raise self._complete(partial) from exc
         finally:  # a run stopped part-way stops Ray's execution now, not when (or after Ray's end) it is collected
             self._progress.close()
-            close = getattr(self._iterator, "close", None)
-            if close is not None:
-                close()
+            self._iterator.close()
 
     def _complete(self, exc: PartialWriteError) -> PartialWriteError:
         """``exc`` with every row of the dataset in the dataset's order: the rows stored before the run among the

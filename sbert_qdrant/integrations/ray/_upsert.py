@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,11 +24,13 @@ from ...records import UpsertResult, id_mark
 from ...types import IdKind, OnConflict
 from ._cluster import Pool, connect
 from ._encode import Columns, EncodeDocuments, EncodeTexts
+from ._interrupt import pulled, stopping
+from ._own import Written, actor_spec, text_length
 from ._read import READ_CPUS
-from ._rows import first_repeat, write_records
-from ._sink import WRITE_CPUS, QdrantDatasink, open_on_server
+from ._rows import KEYS_BATCH, first_repeat, write_records
+from ._sink import WRITE_CPUS, QdrantDatasink, WriteTarget, open_on_server
 from ._stored import Resume, StoredIds, drop_stored, points
-from ._stream import KEYS_BATCH, Stream, chunks, keys, known_rows
+from ._stream import Stream, chunks, keys, known_rows
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -75,9 +78,7 @@ def upsert_dataset(
     """
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=False)
-    return _run(
-        dataset, collection, run, (text_column, id_column, payload_columns), EncoderSpec.of(model=model, **load)
-    )
+    return _run(dataset, collection, run, (text_column, id_column, payload_columns), (model, load))
 
 
 def upsert_documents_dataset(
@@ -107,9 +108,7 @@ def upsert_documents_dataset(
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
     chunking = {"chunk_tokens": chunk_tokens, "overlap_tokens": overlap_tokens, "context_field": context_field}
     run = _Run(pool, on_conflict, bulk, url, show_progress_bar, documents=True, chunking=chunking)
-    return _run(
-        dataset, collection, run, (text_column, id_column, payload_columns), EncoderSpec.of(model=model, **load)
-    )
+    return _run(dataset, collection, run, (text_column, id_column, payload_columns), (model, load))
 
 
 @dataclass(frozen=True)
@@ -130,28 +129,34 @@ def _run(
     collection: TextCollection,
     run: _Run,
     column_names: tuple[str, str | None, Sequence[str] | None],
-    spec: EncoderSpec,
+    model_and_load: tuple[str | os.PathLike[str] | None, LoadOptions],
 ) -> UpsertResult:
-    """The one run of texts and documents: checks, the stored rows found, the actors, then one of the write paths."""
+    """The one run of texts and documents: checks, the rows' ids read (repeats refused) and the stored ones found,
+    the actors, then one of the write paths; a SIGINT stops it where it is (``_interrupt``)."""
     connect()  # Ray as it is (or started here); where its processes are this process's, watched (``_reaper``)
     run.pool.check()
     run.pool.check_fits(dataset, write_cpus=WRITE_CPUS if run.url is not None else 0)  # the driver writes: no task
     _check_writers(run.url, run.bulk)
+    spec = actor_spec(collection.encoder, *model_and_load)
     show = logger.isEnabledFor(logging.INFO) if run.show_progress_bar is None else run.show_progress_bar
     # One progress bar: the driver's own (rows as the actors' batches arrive); Ray's only where the workers write.
-    with _ray_progress(dataset, show and run.url is not None):
+    with stopping(signal.SIGINT), _ray_progress(dataset, show and run.url is not None):
         columns = _columns(dataset, *column_names)
         resume = find_stored(dataset, collection, columns, run.on_conflict, run.documents)
         if resume is not None and not resume.missing:  # every row stored: no actor started, no model loaded
             return resume.merge(UpsertResult())
         actor = EncodeDocuments if run.documents else EncodeTexts
-        options = actor_options(columns, spec, **run.chunking)
+        options = actor_options(columns, spec, **text_length(collection.encoder), **run.chunking)
         rows = resume.missing if resume is not None else known_rows(dataset)
         encoded = _encoded(_unstored(dataset, columns, resume, run.pool), actor, options, run.pool, rows)
         if run.url is not None:
             collection.create()  # here, from the collection's own encoder: the workers never race to create it
-            server = partial(open_on_server, collection.collection_name, collection.encoder, run.url)
-            sink = QdrantDatasink(server, columns, run.on_conflict, run.documents, run.chunking, resume)
+            target = WriteTarget(
+                collection.collection_name, run.url, collection.layout, Written(collection.encoder, spec)
+            )
+            sink = QdrantDatasink(
+                partial(open_on_server, target), columns, run.on_conflict, run.documents, run.chunking, resume
+            )
             return write_from_workers(encoded, sink, concurrency=run.pool.actors)
         stream = Stream(encoded, columns, dataset, resume, show, "doc" if run.documents else "text", rows)
         batch_size = None if run.documents else run.pool.batch_size  # documents: the collection's own batches
@@ -194,11 +199,11 @@ def _check_writers(url: str | None, bulk: bool) -> None:
         )
 
 
-def actor_options(columns: Columns, spec: EncoderSpec, **chunking: Any) -> dict[str, Any]:
+def actor_options(columns: Columns, spec: EncoderSpec, **options: Any) -> dict[str, Any]:
     """The arguments each actor is built with (plain values: they travel pickled): the ``spec`` resolved here, in
-    the driver, as ``load_encoder`` resolves it, so every actor loads the same model, named the same (half of the
-    encoder's identity), with the same load options."""
-    return {"spec": spec, "columns": columns, **chunking}
+    the driver (``actor_spec``), so every actor loads the same model, named the same (half of the encoder's
+    identity), with the same load options; ``options``: the text length and the chunking."""
+    return {"spec": spec, "columns": columns, **options}
 
 
 def _columns(dataset: ray.data.Dataset, text: str, id: str | None, payload: Sequence[str] | None) -> Columns:
@@ -256,16 +261,17 @@ def _unstored(dataset: ray.data.Dataset, columns: Columns, resume: Resume | None
 def find_stored(
     dataset: ray.data.Dataset, collection: TextCollection, columns: Columns, on_conflict: OnConflict, documents: bool
 ) -> Resume | None:
-    """With ``on_conflict="skip"``, every row's id and those stored before the run (ids only, looked up batch by
-    batch) for the rows to be dropped before the actors; a repeated id refused first; None otherwise."""
-    if on_conflict != "skip":
-        return None
+    """Every row's id, read before any work where ids are the dataset's own (a repeated one refused, whatever
+    ``on_conflict``) or the run resumes; with ``on_conflict="skip"``, those stored before the run too (ids only,
+    looked up batch by batch), for the rows to be dropped before the actors. None: neither."""
+    if on_conflict != "skip" and columns.id is None:
+        return None  # text-derived ids: a repeated text is the same record, stored once
     every = list(keys(dataset, columns))
     repeat = first_repeat(every, columns)
     if repeat is not None:
         raise repeat[1]
     found: list[np.ndarray] = []
-    if collection.exists():
+    if on_conflict == "skip" and collection.exists():
         kind: IdKind = "documents" if documents else "texts"
         for chunk in chunks((k for k in every if id_mark(k) is not None), KEYS_BATCH):
             found.append(points(map(id_mark, collection.stored_ids(chunk, kind=kind))))
@@ -277,5 +283,9 @@ def write_from_workers(encoded: ray.data.Dataset, sink: QdrantDatasink, concurre
     """The workers' write path: ``sink``'s tasks, ``concurrency`` at a time, asking no CPU (``WRITE_CPUS``), so that
     actors holding every CPU never starve them (their output, which only the writes drain, would fill the object
     store and stop the run)."""
-    encoded.write_datasink(sink, ray_remote_args={"num_cpus": WRITE_CPUS}, concurrency=concurrency)
-    return sink.result
+
+    def written() -> Iterator[UpsertResult]:  # in a thread of its own: a signal stops the wait (``pulled``)
+        encoded.write_datasink(sink, ray_remote_args={"num_cpus": WRITE_CPUS}, concurrency=concurrency)
+        yield sink.result
+
+    return next(pulled(written()))
