@@ -163,14 +163,14 @@ class PointLayout:
     def of_kind(self, kind: SlotKind) -> tuple[VectorSlot, ...]:
         return tuple(slot for slot in self.slots if slot.kind == kind)
 
-    def slot(self, name: str, kind: SlotKind | None = None) -> VectorSlot:
-        """The slot ``name`` (of ``kind``), or an error listing the slots there are."""
+    def slot(self, name: str, kind: SlotKind | None = None, argument: str = "using") -> VectorSlot:
+        """The slot ``name`` (of ``kind``), or an error naming the caller's ``argument`` and the slots there are."""
         for slot in self.slots:
             if slot.name == name and (kind is None or slot.kind == kind):
                 return slot
         there = [s.name for s in self.slots if kind is None or s.kind == kind]
         raise InvalidArgumentError(
-            f"using={name!r} names no {kind or 'vector'} slot of this collection; use one of {there}."
+            f"{argument}={name!r} names no {kind or 'vector'} slot of this collection; use one of {there}."
         )
 
     def first_stage(self, name: str) -> VectorSlot | None:

@@ -65,6 +65,7 @@ ID_KINDS: tuple[IdKind, ...] = get_args(IdKind)
 
 #: How a document's score comes from its chunks' scores: the best one, or their sum.
 Scoring = Literal["max", "sum"]
+SCORINGS: tuple[Scoring, ...] = get_args(Scoring)
 
 #: The formats of text files read by ``sbert_qdrant.files`` and the CLI.
 FileFormat = Literal["jsonl", "csv", "tsv", "txt"]
@@ -96,6 +97,7 @@ __all__ = [
     "ON_CONFLICTS",
     "PRECISIONS",
     "QUANTIZATIONS",
+    "SCORINGS",
     "SEARCH_MODES",
     "TRIPLET_DISTANCES",
     "Activation",

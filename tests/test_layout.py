@@ -31,6 +31,7 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.layout": "records",  # where a point keeps what: named vector slots and payload fields
     "sbert_qdrant.documents": "records",  # chunking of long documents
     "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
+    "sbert_qdrant.search_request": "records",  # a search's options as one checked value (SearchRequest)
     "sbert_qdrant.collection": "collection",  # TextCollection
     "sbert_qdrant.aio": "collection",  # AsyncTextCollection
     "sbert_qdrant._collection": "collection",  # the collection wing: the machinery behind the two doors

@@ -15,7 +15,6 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from qdrant_client import models
 
 from ..documents import (
     GROUP_BY,
@@ -32,8 +31,6 @@ from ..documents import (
     stale_filter,
     stored_document,
 )
-from ..errors import InvalidArgumentError
-from ..protocols import Reranker
 from ..records import (
     DOCUMENT_KEY,
     CheckedRecord,
@@ -44,8 +41,9 @@ from ..records import (
     check_ids,
     checked_batches,
 )
+from ..search_request import DOCUMENT_CHUNKS, MIN_CANDIDATES, SearchRequest
 from ..store.base import PointVectors
-from ..types import Fusion, OnConflict, Scoring, SearchMode
+from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
 from .pipeline_sync import Step
@@ -53,13 +51,17 @@ from .runtime_sync import run_blocking
 from .search import (
     check_queries,
     engine_searches,
-    rerank_depth,
     reranked_documents,
     search_plan,
     tie_ordered,
 )
 from .vectors import FIRST_GROUP, point_vectors, show_progress
 
+#: What a document search cannot apply, and why.
+_TEXT_OPTIONS = {
+    "with_vectors": "a document hit lists its chunks, which carry no vector",
+    "with_payload": "a document hit is built from its chunks' payload",
+}
 #: A group of documents written together: the ids of every input record in it (repeats too), and the documents.
 _Group = tuple[list[Key], list[PreparedDocument]]
 
@@ -129,36 +131,15 @@ class Documents:
         found = context.store.retrieve(name, vector, [chunk_point_id(key, i) for i in range(count)], False)
         return stored_document([r.payload for r in found if r.payload])
 
-    def search(
-        self,
-        query: str,
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        *,
-        mode: SearchMode,
-        fusion: Fusion,
-        weights: Sequence[float] | None,
-        chunks: int,
-        score: Scoring,
-        diversity: float | None,
-        candidates: int | None,
-        rerank: Reranker | None,
-        rerank_candidates: int,
-        rerank_weight: float,
-        search_params: models.SearchParams | None,
-    ) -> list[DocumentHit]:
-        """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks."""
+    def search(self, query: str, request: SearchRequest) -> list[DocumentHit]:
+        """The ``limit`` documents best matching ``query`` after the first ``offset``, one hit each, with up to
+        ``chunks`` matching chunks."""
         context = self.context
         config = context.config
-        depth = rerank_depth(rerank, rerank_candidates, limit, rerank_weight)
-        if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-            raise InvalidArgumentError(f"chunks={chunks!r} must be a positive integer.")
-        if score not in ("max", "sum"):
-            raise InvalidArgumentError(f"score={score!r} must be 'max' or 'sum'.")
-        if candidates is None:
-            candidates = max(depth * chunks * 4, 100)
-        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params)
+        request.refuse("a document search", _TEXT_OPTIONS)
+        depth, chunks, score = request.depth, request.chunks or DOCUMENT_CHUNKS, request.score or "max"
+        plan = search_plan(request, depth * chunks, max(depth * chunks * 4, MIN_CANDIDATES))
+        query_filter, score_threshold = request.query_filter, request.score_threshold
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         context.ensure(create=False)
         search = (run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
@@ -170,11 +151,14 @@ class Documents:
             for rows in groups
             if rows
         ]
-        if rerank is not None:
-            return run_blocking(reranked_documents, config, texts[0], hits, rerank, limit, score, rerank_weight)
-        if score == "sum":
-            hits.sort(key=lambda h: -h.score)
-        return tie_ordered(hits, lambda h: (type(h.id).__name__, str(h.id)))
+        shown = request.limit + request.offset
+        if request.rerank is not None:
+            hits = run_blocking(reranked_documents, config, texts[0], hits, request.rerank, shown, score, request.blend)
+        else:
+            if score == "sum":
+                hits.sort(key=lambda h: -h.score)
+            hits = tie_ordered(hits, lambda h: (type(h.id).__name__, str(h.id)))
+        return hits[request.offset : shown]
 
 
 def _groups(

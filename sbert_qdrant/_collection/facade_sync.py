@@ -13,23 +13,22 @@ from typing import Any
 
 import numpy as np
 from qdrant_client import QdrantClient, models
+from typing_extensions import Unpack
 
 from ..dedup import Calibration
 from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only, first_chunks_only
 from ..errors import InvalidArgumentError
-from ..protocols import Reranker, TextEncoder, TokenEncoder
+from ..protocols import TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
+from ..search_request import SearchOptions, SearchRequest, takes_search_options
 from ..settings import Settings
 from ..store.factory import open_store
 from ..types import (
     COUNT_KINDS,
     ID_KINDS,
     CountKind,
-    Fusion,
     IdKind,
     OnConflict,
-    Scoring,
-    SearchMode,
 )
 from .base_sync import CollectionBase
 from .duplicates import DuplicatePair
@@ -179,161 +178,40 @@ class TextCollection(CollectionBase):
         found = self._ctx.store.existing_ids(self.collection_name, points) if points else set()
         return [key for key, point in zip(keys, points, strict=True) if point in found]
 
-    def search_text(
-        self,
-        query: str,
-        limit: int = 10,
-        query_filter: models.Filter | None = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-        *,
-        mode: SearchMode = "dense",
-        fusion: Fusion = "dbsf",
-        weights: Sequence[float] | None = None,
-        diversity: float | None = None,
-        candidates: int | None = None,
-        rerank: Reranker | None = None,
-        rerank_candidates: int = 50,
-        rerank_weight: float = 1.0,
-        search_params: models.SearchParams | None = None,
-        using: str | None = None,
-        rescore: str | None = None,
-        offset: int = 0,
-        with_vectors: bool = False,
-    ) -> list[Hit]:
+    @takes_search_options
+    def search_text(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
-        mode: ``"dense"`` (cosine of the SBERT vectors), ``"sparse"`` (BM25) or ``"hybrid"`` (both, fused by the
-        engine with ``fusion="dbsf"`` — distribution-based score fusion — or ``"rrf"`` — reciprocal rank, with
-        ``weights=(dense, sparse)``); the score is the mode's own. diversity: 0..1 re-ranks ``candidates`` hits by
-        maximal marginal relevance (dense vectors).
-        candidates: hits each stage draws (default ``max(limit, 100)``). rerank: a CrossEncoder that re-scores the
-        best ``rerank_candidates`` hits, (query, text) pairs, and keeps the best ``limit`` of them by its score;
-        rerank_weight below 1 blends: ``weight * cross + (1 - weight) * retrieval``, each score min-max scaled over
-        the query's candidates (a re-ranker trained on few queries adds to the retrieval order instead of replacing
-        it; ``Hit.retrieval_score`` keeps the retrieval's own).
-        search_params: the dense search's ``models.SearchParams``: ``hnsw_ef``, ``exact=True``, and for a quantized
-        collection ``quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)`` (Qdrant Edge and a
-        server; qdrant-client's local mode searches exactly and ignores them). using: the dense slot searched (a
-        name of ``named_vectors``; None: the primary), its query encoded by that slot's encoder. rescore: a
-        multivector slot (a token encoder in ``named_vectors``) whose MaxSim re-scores the ``candidates`` the search
-        found, in the engine (late interaction), before any ``rerank``. offset: hits to skip (pagination, as
-        qdrant-client's); with_vectors: each hit's stored vector in ``Hit.vector``.
+        The options (listed below, each one field of ``SearchRequest``): the mode (``"dense"`` cosine, ``"sparse"``
+        BM25, ``"hybrid"`` both fused in the engine), MMR diversity, late interaction (``rescore``: a multivector
+        slot's MaxSim re-scores the candidates in the engine), a re-ranker (a CrossEncoder re-scoring the best
+        ``rerank_candidates``, blended with the retrieval score by ``rerank_weight``; ``Hit.retrieval_score`` keeps
+        the retrieval's own), the dense search's ``search_params``, ``using`` a dense slot of ``named_vectors``,
+        pagination (``offset``), filters and what each hit carries. An option that cannot apply is refused.
         """
-        found = self.search_texts(
-            [query],
-            limit,
-            query_filter,
-            score_threshold,
-            with_payload,
-            mode=mode,
-            fusion=fusion,
-            weights=weights,
-            diversity=diversity,
-            candidates=candidates,
-            rerank=rerank,
-            rerank_candidates=rerank_candidates,
-            rerank_weight=rerank_weight,
-            search_params=search_params,
-            using=using,
-            rescore=rescore,
-            offset=offset,
-            with_vectors=with_vectors,
-        )
-        return found[0]
+        return (self.search_texts([query], limit, **options))[0]
 
+    @takes_search_options
     def search_texts(
-        self,
-        queries: Sequence[str],
-        limit: int = 10,
-        query_filter: models.Filter | None = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-        *,
-        mode: SearchMode = "dense",
-        fusion: Fusion = "dbsf",
-        weights: Sequence[float] | None = None,
-        diversity: float | None = None,
-        candidates: int | None = None,
-        rerank: Reranker | None = None,
-        rerank_candidates: int = 50,
-        rerank_weight: float = 1.0,
-        search_params: models.SearchParams | None = None,
-        using: str | None = None,
-        rescore: str | None = None,
-        offset: int = 0,
-        with_vectors: bool = False,
+        self, queries: Sequence[str], limit: int = 10, **options: Unpack[SearchOptions]
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
-        return self._texts.search(
-            queries,
-            limit,
-            query_filter,
-            score_threshold,
-            with_payload,
-            mode=mode,
-            fusion=fusion,
-            weights=weights,
-            diversity=diversity,
-            candidates=candidates,
-            rerank=rerank,
-            rerank_candidates=rerank_candidates,
-            rerank_weight=rerank_weight,
-            search_params=search_params,
-            using=using,
-            rescore=rescore,
-            offset=offset,
-            with_vectors=with_vectors,
-        )
+        return self._texts.search(queries, SearchRequest.of({**options, "limit": limit}))
 
+    @takes_search_options
     def search_by_vector(
-        self,
-        vector: Sequence[float] | np.ndarray,
-        limit: int = 10,
-        query_filter: models.Filter | None = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-        *,
-        offset: int = 0,
-        with_vectors: bool = False,
-        using: str | None = None,
+        self, vector: Sequence[float] | np.ndarray, limit: int = 10, **options: Unpack[SearchOptions]
     ) -> list[Hit]:
         """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
-        ``query_points(query=vector)``; ``using``: the dense slot (None: the primary)."""
-        return self._texts.search_vector(
-            vector,
-            limit,
-            query_filter,
-            score_threshold,
-            with_payload,
-            offset=offset,
-            with_vectors=with_vectors,
-            using=using,
-        )
+        ``query_points(query=vector)``; ``using``: the dense slot (None: the primary). Options that need the
+        query's text (mode, diversity, rescore, rerank) are refused."""
+        return self._texts.search_vector(vector, SearchRequest.of({**options, "limit": limit}))
 
-    def search_similar(
-        self,
-        id: Key,
-        limit: int = 10,
-        query_filter: models.Filter | None = None,
-        score_threshold: float | None = None,
-        with_payload: bool = True,
-        *,
-        offset: int = 0,
-        with_vectors: bool = False,
-    ) -> list[Hit]:
+    @takes_search_options
+    def search_similar(self, id: Key, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
         """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
-        qdrant-client's ``query_points(query=point_id)``."""
-        return self._texts.search_similar(
-            id,
-            limit,
-            query_filter,
-            score_threshold=score_threshold,
-            with_payload=with_payload,
-            offset=offset,
-            with_vectors=with_vectors,
-            using=None,
-        )
+        qdrant-client's ``query_points(query=point_id)``; the options as ``search_by_vector``'s."""
+        return self._texts.search_similar(id, SearchRequest.of({**options, "limit": limit}))
 
     def scroll(
         self,
@@ -403,53 +281,18 @@ class TextCollection(CollectionBase):
         """A stored document, its text rebuilt from its chunks, or None."""
         return self._documents.get(id)
 
-    def search_documents(
-        self,
-        query: str,
-        limit: int = 10,
-        query_filter: models.Filter | None = None,
-        score_threshold: float | None = None,
-        *,
-        mode: SearchMode = "dense",
-        fusion: Fusion = "dbsf",
-        weights: Sequence[float] | None = None,
-        chunks: int = 3,
-        score: Scoring = "max",
-        diversity: float | None = None,
-        candidates: int | None = None,
-        rerank: Reranker | None = None,
-        rerank_candidates: int = 50,
-        rerank_weight: float = 1.0,
-        search_params: models.SearchParams | None = None,
-    ) -> list[DocumentHit]:
+    @takes_search_options
+    def search_documents(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
 
-        score: ``"max"`` ranks documents by their best chunk; ``"sum"`` re-ranks the documents found by the sum of
-        their listed chunks' scores. A server (and local mode) groups in the engine; on Qdrant Edge the best chunks
-        are fetched until ``limit`` documents are found, so no document is crowded out by another's chunks.
-        diversity: 0..1 picks chunks by maximal marginal relevance (dense vectors) among ``candidates``, and
-        documents in the order of their first pick: fewer near-repeats in a RAG context.
-        rerank: a CrossEncoder that re-scores the listed chunks of the best ``rerank_candidates`` documents
-        (rerank_weight: as in ``search_text``, per chunk).
-        search_params: as in ``search_text``.
+        Every stage of ``search_text`` applies, over chunks: the modes, MMR (chunks picked by maximal marginal
+        relevance, documents in the order of their first pick), late interaction (``rescore``), a re-ranker
+        (re-scoring the listed chunks of the best ``rerank_candidates`` documents, per chunk). ``score``: ``"max"``
+        ranks documents by their best chunk, ``"sum"`` by the sum of their listed chunks' scores. A server (and
+        local mode) groups in the engine; on Qdrant Edge the best chunks are fetched until ``limit`` documents are
+        found, so no document is crowded out by another's chunks.
         """
-        return self._documents.search(
-            query,
-            limit,
-            query_filter,
-            score_threshold,
-            mode=mode,
-            fusion=fusion,
-            weights=weights,
-            chunks=chunks,
-            score=score,
-            diversity=diversity,
-            candidates=candidates,
-            rerank=rerank,
-            rerank_candidates=rerank_candidates,
-            rerank_weight=rerank_weight,
-            search_params=search_params,
-        )
+        return self._documents.search(query, SearchRequest.of({**options, "limit": limit}))
 
     # -- duplicates ------------------------------------------------------------------------------------------------
 

@@ -221,7 +221,7 @@ class CollectionConfig:
 
     def token_encoder_of(self, slot: str) -> TokenEncoder:
         """The token encoder of the multivector slot ``slot`` (an unknown one refused, naming those there are)."""
-        return self.token_encoders[self.layout.slot(slot, "multivector").name]
+        return self.token_encoders[self.layout.slot(slot, "multivector", "rescore").name]
 
     def encoder_of(self, using: str | None) -> tuple[str, TextEncoder]:
         """The dense slot ``using`` (None: the primary) and its encoder."""

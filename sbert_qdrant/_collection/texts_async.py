@@ -19,7 +19,6 @@ from ..dedup import Calibration, best_f1_threshold
 from ..documents import first_chunks_only, is_chunk, texts_only
 from ..errors import InvalidArgumentError, UnsupportedError
 from ..layout import PointLayout
-from ..protocols import Reranker
 from ..records import (
     CheckedRecord,
     Hit,
@@ -32,8 +31,9 @@ from ..records import (
     checked_batches,
     point_id,
 )
+from ..search_request import MIN_CANDIDATES, SearchRequest
 from ..store.base import PointVectors, StoredRecord
-from ..types import Fusion, OnConflict, SearchMode
+from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
@@ -42,20 +42,33 @@ from .pipeline_async import Step
 from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
-    MIN_CANDIDATES,
     SearchPlan,
     check_limit,
-    check_offset,
     check_queries,
     dense_search,
     engine_searches,
     hits,
     payload_selector,
-    rerank_depth,
     reranked,
     search_plan,
 )
 from .vectors import point_vectors, show_progress
+
+#: What a text search cannot apply, and why.
+_DOCUMENT_OPTIONS = {
+    "chunks": "a text search returns one hit per text; chunks are listed by search_documents",
+    "score": "a text's score is its own; documents are scored from chunks by search_documents",
+}
+#: What a search by a vector (or by a stored text's vector) cannot apply, and why.
+_VECTOR_REFUSED = {
+    **_DOCUMENT_OPTIONS,
+    "mode": "a vector is searched densely; search_text takes a text for sparse and hybrid modes",
+    "fusion": "a vector is searched densely (no fusion)",
+    "weights": "a vector is searched densely (no fusion)",
+    "diversity": "MMR re-orders a text query's hits: use search_text(query, diversity=...)",
+    "rescore": "late interaction needs the query's tokens: use search_text(query, rescore=...)",
+    "rerank": "a re-ranker reads the query's text: use search_text(query, rerank=...)",
+}
 
 
 @dataclass(frozen=True)
@@ -119,67 +132,34 @@ class AsyncTexts:
         found = await context.store.retrieve(context.name, config.vector_name, point_ids, with_vectors)
         return _stored_texts(point_ids, found, config.layout)
 
-    async def search(
-        self,
-        queries: Sequence[str],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: bool,
-        *,
-        mode: SearchMode,
-        fusion: Fusion,
-        weights: Sequence[float] | None,
-        diversity: float | None,
-        candidates: int | None,
-        rerank: Reranker | None,
-        rerank_candidates: int,
-        rerank_weight: float,
-        search_params: models.SearchParams | None,
-        using: str | None,
-        rescore: str | None,
-        offset: int,
-        with_vectors: bool,
-    ) -> list[list[Hit]]:
+    async def search(self, queries: Sequence[str], request: SearchRequest) -> list[list[Hit]]:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
-        check_limit(limit)
-        check_offset(offset)
-        depth = rerank_depth(rerank, rerank_candidates, limit + offset, rerank_weight)
-        plan = search_plan(mode, fusion, weights, diversity, candidates, depth, search_params, using, rescore)
-        found = await self._search(queries, depth, query_filter, score_threshold, with_payload, plan, rerank)
-        if rerank is not None and found:
+        request.refuse("a text search", _DOCUMENT_OPTIONS)
+        plan = search_plan(request, request.depth, max(request.depth, MIN_CANDIDATES))
+        found = await self._search(queries, request, plan)
+        if request.rerank is not None and found:
+            shown = request.limit + request.offset
             found = await run_blocking(
-                reranked, self.context.config, list(queries), found, rerank, limit + offset, rerank_weight
+                reranked, self.context.config, list(queries), found, request.rerank, shown, request.blend
             )
-        return await self._paged(found, offset, with_vectors)
+        return await self._paged(found, request.offset, request.with_vectors)
 
     async def search_vector(
-        self,
-        vector: Sequence[float] | np.ndarray,
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: bool,
-        *,
-        offset: int,
-        with_vectors: bool,
-        using: str | None,
-        exclude: str | None = None,
+        self, vector: Sequence[float] | np.ndarray, request: SearchRequest, exclude: str | None = None
     ) -> list[Hit]:
         """The ``limit`` texts nearest to a dense vector of the slot ``using`` (``exclude``: a point left out)."""
         context = self.context
         config = context.config
-        check_limit(limit)
-        check_offset(offset)
-        name, encoder = config.encoder_of(using)
+        request.refuse("a search by vector", _VECTOR_REFUSED)
+        name, encoder = config.encoder_of(request.using)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
         if query.shape != (encoder.dimension,) or not np.isfinite(query).all():
             raise InvalidArgumentError(
                 f"vector has shape {np.shape(vector)}: pass {encoder.dimension} finite numbers, a vector of the "
                 f"model of slot {name!r} (its encode_query)."
             )
-        plan = SearchPlan(using=using, candidates=max(limit + offset, MIN_CANDIDATES))
-        _, selected = check_queries(config, [], limit, query_filter, score_threshold, plan)
+        plan = search_plan(request, request.depth, max(request.depth, MIN_CANDIDATES))
+        _, selected = check_queries(config, [], request.depth, request.query_filter, request.score_threshold, plan)
         if exclude is not None:
             selected = models.Filter(
                 must=[selected] if selected else None, must_not=[models.HasIdCondition(has_id=[exclude])]
@@ -188,24 +168,23 @@ class AsyncTexts:
         found = await context.store.query(
             context.name,
             [dense_search(config, name, query.tolist(), plan)],
-            limit + offset,
+            request.depth,
             context.texts_only(selected),
-            score_threshold,
-            payload_selector(config, with_payload, None),
+            request.score_threshold,
+            payload_selector(config, request.with_payload, None),
         )
-        return (await self._paged([hits(config, found[0])], offset, with_vectors))[0]
+        return (await self._paged([hits(config, found[0])], request.offset, request.with_vectors))[0]
 
-    async def search_similar(
-        self, id: Key, limit: int, query_filter: models.Filter | None, **options: Any
-    ) -> list[Hit]:
-        """ "More like this": the texts nearest to the stored text ``id``, itself left out."""
+    async def search_similar(self, id: Key, request: SearchRequest) -> list[Hit]:
+        """ "More like this": the texts nearest to the stored text ``id`` in the slot ``using``, itself left out."""
         context = self.context
         point = point_id(check_id(id, "id"))
+        name, _ = context.config.encoder_of(request.using)
         await context.ensure(create=False)
-        found = await context.store.retrieve(context.name, context.config.vector_name, [point], True)
+        found = await context.store.retrieve(context.name, name, [point], True)
         if not found or found[0].vector is None or is_chunk(found[0].payload or {}):
             raise InvalidArgumentError(f"id={id!r} is not a stored text; pass an id upsert_texts returned.")
-        return await self.search_vector(found[0].vector, limit, query_filter, exclude=point, **options)
+        return await self.search_vector(found[0].vector, request, exclude=point)
 
     async def scroll(
         self, scroll_filter: models.Filter | None, limit: int, offset: Key | None, with_vectors: bool
@@ -238,20 +217,12 @@ class AsyncTexts:
         vectors = {r.id: r.vector for r in stored}
         return [[replace(h, vector=vectors.get(h.point_id)) for h in rows] for rows in found]
 
-    async def _search(
-        self,
-        queries: Sequence[str],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: bool,
-        plan: SearchPlan,
-        rerank: Reranker | None = None,
-    ) -> list[list[Hit]]:
-        """The engine's ``limit`` best texts for each query (before any re-ranker)."""
+    async def _search(self, queries: Sequence[str], request: SearchRequest, plan: SearchPlan) -> list[list[Hit]]:
+        """The engine's best texts for each query, as many as the request's depth (before any re-ranker)."""
         context = self.context
         config = context.config
-        texts, selected = check_queries(config, queries, limit, query_filter, score_threshold, plan)
+        depth, threshold = request.depth, request.score_threshold
+        texts, selected = check_queries(config, queries, depth, request.query_filter, threshold, plan)
         await context.ensure(create=False)
         if not texts:
             return []
@@ -259,10 +230,10 @@ class AsyncTexts:
         found = await context.store.query(
             context.name,
             searches,
-            limit,
+            depth,
             context.texts_only(selected),
-            score_threshold,
-            payload_selector(config, with_payload, rerank),
+            threshold,
+            payload_selector(config, request.with_payload, request.rerank),
         )
         if context.documents and not any(found):
             await self._require_texts()
@@ -284,7 +255,8 @@ class AsyncTexts:
         """Each text's stored duplicates, the record stored from the very same text left out."""
         check_limit(limit)
         cut = await self._threshold(threshold)
-        found = await self._search(texts, limit + 1, None, cut, True, SearchPlan(symmetric=True))
+        request = SearchRequest(limit=limit + 1, score_threshold=cut)
+        found = await self._search(texts, request, SearchPlan(symmetric=True))
         return without_self(texts, found, limit)
 
     async def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:

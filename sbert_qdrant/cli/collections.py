@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import CollectionNotFoundError, InvalidArgumentError, PartialWriteError, UnsupportedError
-from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, QUANTIZATIONS, SEARCH_MODES
+from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, QUANTIZATIONS, SCORINGS, SEARCH_MODES
 from ._input import cosine, counted, read_records, where_filter
 from ._load import add_load_options, encoder_spec
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no t
     from qdrant_client import models
 
     from ..collection import TextCollection
-    from ..encoder import CrossEncoder
     from ..protocols import TextEncoder
     from ..records import UpsertResult
 
@@ -204,13 +203,56 @@ def _clip(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _cross_encoder(args: argparse.Namespace) -> CrossEncoder | None:
+#: The flag that sets each search option (a search's errors name the flag).
+_SEARCH_FLAGS = {
+    "limit": "--limit",
+    "offset": "--offset",
+    "mode": "--mode",
+    "fusion": "--fusion",
+    "weights": "--weights",
+    "candidates": "--candidates",
+    "diversity": "--diversity",
+    "score_threshold": "--threshold",
+    "query_filter": "--where",
+    "rerank": "--rerank",
+    "rerank_candidates": "--rerank-candidates",
+    "rerank_weight": "--rerank-weight",
+    "search_params": "--exact/--hnsw-ef/--rescore/--oversampling",
+    "chunks": "--chunks",
+    "score": "--score",
+}
+
+
+def _search_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The search flags as one checked SearchRequest's options: every flag is checked before a model loads (the
+    cross-encoder too), then the re-ranker is loaded and joined."""
+    from ..search_request import SearchRequest
+
+    if not args.documents and (args.chunks is not None or args.score is not None):
+        raise InvalidArgumentError("--chunks and --score apply to one hit per document: add --documents.")
+    flags = {
+        "limit": args.limit,
+        "offset": args.offset,
+        "mode": args.mode,
+        "fusion": args.fusion,
+        "weights": args.weights,
+        "candidates": args.candidates,
+        "diversity": args.diversity,
+        "score_threshold": args.threshold,
+        "query_filter": where_filter(args.where),
+        "search_params": _search_params(args),
+        "chunks": args.chunks,
+        "score": args.score,
+    }
+    rerank = {"rerank_candidates": args.rerank_candidates, "rerank_weight": args.rerank_weight}
+    request = SearchRequest.of(flags if args.rerank is not None else {**flags, **rerank}, names=_SEARCH_FLAGS)
     if args.rerank is None:
-        return None
+        return request.options()
     from ..encoder import CrossEncoder
 
     spec = encoder_spec(args)
-    return CrossEncoder.load(args.rerank, device=spec.device, precision=spec.precision)
+    cross = CrossEncoder.load(args.rerank, device=spec.device, precision=spec.precision)
+    return SearchRequest.of({**flags, **rerank, "rerank": cross}, names=_SEARCH_FLAGS).options()
 
 
 def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
@@ -228,29 +270,15 @@ def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
 def _score_label(args: argparse.Namespace) -> str:
     """What the printed scores are: the search mode's own, or the cross-encoder's."""
     if args.rerank is not None:
-        return "cross-encoder" if args.rerank_weight == 1 else f"cross-encoder blended, weight {args.rerank_weight:g}"
-    return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion} fused")
+        weight = 1 if args.rerank_weight is None else args.rerank_weight
+        return "cross-encoder" if weight == 1 else f"cross-encoder blended, weight {weight:g}"
+    return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion or 'dbsf'} fused")
 
 
 def _search_documents(args: argparse.Namespace) -> int:
-    cross_encoder = _cross_encoder(args)
+    options = _search_options(args)
     with _reading(args) as coll:
-        found = [
-            coll.search_documents(
-                query,
-                limit=args.limit,
-                query_filter=where_filter(args.where),
-                score_threshold=args.threshold,
-                mode=args.mode,
-                fusion=args.fusion,
-                diversity=args.diversity,
-                rerank=cross_encoder,
-                rerank_candidates=args.rerank_candidates,
-                rerank_weight=args.rerank_weight,
-                search_params=_search_params(args),
-            )
-            for query in args.query
-        ]
+        found = [coll.search_documents(query, **options) for query in args.query]
     for query, hits in zip(args.query, found, strict=True):
         if args.json:
             for hit in hits:
@@ -271,20 +299,9 @@ def _search_documents(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     if args.documents:
         return _search_documents(args)
+    options = _search_options(args)
     with _reading(args) as coll:
-        hits = coll.search_texts(
-            args.query,
-            limit=args.limit,
-            query_filter=where_filter(args.where),
-            score_threshold=args.threshold,
-            mode=args.mode,
-            fusion=args.fusion,
-            diversity=args.diversity,
-            rerank=_cross_encoder(args),
-            rerank_candidates=args.rerank_candidates,
-            rerank_weight=args.rerank_weight,
-            search_params=_search_params(args),
-        )
+        hits = coll.search_texts(args.query, **options)
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
             for hit in found:
@@ -406,14 +423,26 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     search = commands.add_parser("search", help="search a collection by text")
     search.add_argument("query", nargs="+", help="one or more queries")
-    search.add_argument("--limit", type=int, default=5)
+    search.add_argument("--limit", type=int, default=5, help="hits per query (documents with --documents)")
+    search.add_argument("--offset", type=int, default=0, help="best hits skipped first (pagination)")
     search.add_argument(
         "--mode",
         choices=SEARCH_MODES,
         default="dense",
         help="dense (SBERT cosine), sparse (BM25) or hybrid (both, fused by the engine)",
     )
-    search.add_argument("--fusion", choices=FUSIONS, default="dbsf", help="how hybrid mode fuses (default dbsf)")
+    search.add_argument("--fusion", choices=FUSIONS, default=None, help="how hybrid mode fuses (default dbsf)")
+    search.add_argument(
+        "--weights",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("DENSE", "SPARSE"),
+        help="hybrid with --fusion rrf: the weight of each source",
+    )
+    search.add_argument(
+        "--candidates", type=int, default=None, help="hits each retrieval stage draws (default: max(limit, 100))"
+    )
     search.add_argument(
         "--diversity", type=float, default=None, help="0..1: re-rank for variety (MMR); 0 is relevance only"
     )
@@ -428,16 +457,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     )
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument("--rerank", default=None, metavar="MODEL_DIR", help="re-rank hits with this cross-encoder")
-    search.add_argument("--rerank-candidates", type=int, default=50, help="hits the cross-encoder re-scores")
+    search.add_argument(
+        "--rerank-candidates", type=int, default=None, help="hits the cross-encoder re-scores (default 50)"
+    )
     search.add_argument(
         "--rerank-weight",
         type=float,
-        default=1.0,
+        default=None,
         help="the cross-encoder's weight in (0, 1]: 1 orders by it alone, less blends its score with the retrieval "
         "score (each min-max scaled over the candidates)",
     )
     search.add_argument(
         "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
+    )
+    search.add_argument("--chunks", type=int, default=None, help="with --documents: chunks listed per document (3)")
+    search.add_argument(
+        "--score", choices=SCORINGS, default=None, help="with --documents: rank by the best chunk (max) or the sum"
     )
     search.add_argument("--exact", action="store_true", help="exact dense search (no HNSW): slow, the reference")
     search.add_argument("--hnsw-ef", type=int, default=None, help="HNSW search breadth (default: the engine's)")

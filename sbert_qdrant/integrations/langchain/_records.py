@@ -12,10 +12,54 @@ from qdrant_client import models
 
 from ...errors import InvalidArgumentError
 from ...records import Hit, StoredText
+from ...search_request import SearchOptions, SearchRequest
 
 #: Namespace of the ids derived from a document's content and metadata (when it comes without an id).
 DOCUMENT_NAMESPACE = uuid.UUID("0b6f3a5e-8a1c-5d4e-9f2b-7c3d1e6a4b90")
 _FILTER_KEYS = frozenset({"must", "should", "must_not", "min_should"})
+#: LangChain's names (VectorStore's and langchain-qdrant's) for search options, by the option each means.
+LANGCHAIN_NAMES = {"k": "limit", "filter": "query_filter", "fetch_k": "candidates", "retrieval_mode": "mode"}
+
+
+class LangChainSearchOptions(SearchOptions, total=False):
+    """The search options, also under langchain-qdrant's name ``retrieval_mode`` (a ``RetrievalMode`` or its
+    value), and ``filter`` as a dict of field -> value."""
+
+    retrieval_mode: Any
+    filter: Any
+
+
+def search_request(*layers: Mapping[str, Any]) -> SearchRequest:
+    """Search arguments in LangChain's names or ours (later layers override earlier ones) as one checked
+    SearchRequest, its errors naming each option as the caller did."""
+    options: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for layer in layers:
+        seen: dict[str, str] = {}
+        for key, value in layer.items():
+            if not is_search_option(key):
+                ours = ", ".join(sorted(SearchRequest.__dataclass_fields__))
+                raise InvalidArgumentError(
+                    f"{key}= is not a search option; use LangChain's {', '.join(LANGCHAIN_NAMES)} or ours: {ours}."
+                )
+            option = LANGCHAIN_NAMES.get(key, key)
+            if option in seen:
+                raise InvalidArgumentError(f"{seen[option]}= and {key}= name the same search option; pass one.")
+            seen[option] = key
+            if option == "mode":
+                value = getattr(value, "value", value)  # langchain-qdrant's RetrievalMode.HYBRID is "hybrid"
+            elif option == "query_filter" and key == "filter":
+                value = query_filter(value)
+            options[option] = value
+            names.pop(option, None)
+            if key != option:
+                names[option] = key
+    return SearchRequest.of(options, names=names)
+
+
+def is_search_option(name: str) -> bool:
+    """Whether ``name`` is a search option, in our words or LangChain's."""
+    return name in LANGCHAIN_NAMES or name in SearchRequest.__dataclass_fields__
 
 
 def document_id(text: Any, metadata: Mapping[str, Any] | None) -> str:

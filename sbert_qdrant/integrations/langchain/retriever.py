@@ -14,7 +14,7 @@ from ...aio import AsyncTextCollection
 from ...collection import TextCollection
 from ...documents import DocumentHit
 from ...errors import UnsupportedError
-from ._records import query_filter
+from ._records import search_request
 
 
 class SbertDocumentRetriever(BaseRetriever):
@@ -23,8 +23,9 @@ class SbertDocumentRetriever(BaseRetriever):
     ``chunks``, each chunk's ``start``, ``end`` (offsets into the document) and ``score``; ``Document.id`` is its id.
 
     collection: a TextCollection (async calls run it in a worker thread) or an AsyncTextCollection (async calls
-    only). search_kwargs: arguments of ``search_documents`` (``mode``, ``chunks``, ``diversity``, ``rerank``, ...;
-    ``filter`` as in SbertQdrantVectorStore); ``invoke(query, k=3, filter=...)`` overrides them per call.
+    only). search_kwargs: any option of ``search_documents`` (``mode``, ``chunks``, ``diversity``, ``rescore``,
+    ``rerank``, ...; ``filter``, ``fetch_k`` and ``retrieval_mode`` as in SbertQdrantVectorStore);
+    ``invoke(query, k=3, filter=...)`` overrides them per call.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -34,11 +35,7 @@ class SbertDocumentRetriever(BaseRetriever):
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
 
     def _arguments(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        options = {**self.search_kwargs, **kwargs}
-        limit = options.pop("k", self.k)
-        if "filter" in options:
-            options["query_filter"] = query_filter(options.pop("filter"))
-        return {"limit": limit, **options}
+        return search_request({"k": self.k}, self.search_kwargs, kwargs).options()
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any

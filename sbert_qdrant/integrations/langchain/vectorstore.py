@@ -11,16 +11,22 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
+from typing_extensions import Unpack
 
 from ...aio import AsyncTextCollection
 from ...collection import TextCollection
-from ...encoder import CrossEncoder, SentenceEncoder
+from ...encoder import SentenceEncoder
 from ...errors import CollectionNotFoundError, InvalidArgumentError, UnsupportedError
 from ...records import Hit
-from ._records import delete_args, query_filter, to_document, upsert_args
+from ._records import (
+    LangChainSearchOptions,
+    delete_args,
+    is_search_option,
+    search_request,
+    to_document,
+    upsert_args,
+)
 from .embeddings import LangChainEncoder, SbertEmbeddings, as_encoder
-
-_SEARCH_OPTIONS = frozenset({"mode", "fusion", "weights", "candidates", "rerank", "rerank_candidates", "rerank_weight"})
 
 
 class SbertQdrantVectorStore(VectorStore):
@@ -31,8 +37,9 @@ class SbertQdrantVectorStore(VectorStore):
     A document's id is its own (``Document.id`` or ``ids=``), else derived from its text and metadata, so that adding
     the same documents again overwrites them and never duplicates. Metadata is stored as the point's payload, beside
     the text (``"text"`` and ``"key"`` are reserved).
-    mode, fusion, weights, candidates, rerank, rerank_candidates, rerank_weight: the defaults of every search, as in
-    ``TextCollection.search_text`` (e.g. ``mode="hybrid"``); each search may override them.
+    search_options: the defaults of every search, any option of ``TextCollection.search_text`` (e.g.
+    ``mode="hybrid"``, ``rerank=``; langchain-qdrant's ``retrieval_mode=RetrievalMode.HYBRID`` too), checked here;
+    each search may override them.
     """
 
     def __init__(
@@ -40,13 +47,7 @@ class SbertQdrantVectorStore(VectorStore):
         collection: TextCollection | AsyncTextCollection,
         *,
         async_collection: AsyncTextCollection | None = None,
-        mode: str = "dense",
-        fusion: str = "dbsf",
-        weights: Sequence[float] | None = None,
-        candidates: int | None = None,
-        rerank: CrossEncoder | None = None,
-        rerank_candidates: int = 50,
-        rerank_weight: float = 1.0,
+        **search_options: Unpack[LangChainSearchOptions],
     ) -> None:
         if isinstance(collection, AsyncTextCollection):
             if async_collection is not None:
@@ -66,19 +67,11 @@ class SbertQdrantVectorStore(VectorStore):
             )
         self.collection = sync
         self.async_collection = async_collection
-        self.search_options: dict[str, Any] = {
-            "mode": mode,
-            "fusion": fusion,
-            "weights": weights,
-            "candidates": candidates,
-            "rerank": rerank,
-            "rerank_candidates": rerank_candidates,
-            "rerank_weight": rerank_weight,
-        }
+        self.search_options: dict[str, Any] = search_request(search_options).options()
         self._embeddings: Embeddings | None = None
 
     def __repr__(self) -> str:
-        return f"SbertQdrantVectorStore({self._any!r}, mode={self.search_options['mode']!r})"
+        return f"SbertQdrantVectorStore({self._any!r}, mode={self.search_options.get('mode', 'dense')!r})"
 
     @property
     def _any(self) -> TextCollection | AsyncTextCollection:
@@ -182,9 +175,8 @@ class SbertQdrantVectorStore(VectorStore):
             return []
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
-        """The ``k`` documents best matching ``query``; kwargs: ``filter``, ``score_threshold`` and the search
-        options (``mode``, ``fusion``, ``weights``, ``candidates``, ``rerank``, ``rerank_candidates``,
-        ``rerank_weight``)."""
+        """The ``k`` documents best matching ``query``; kwargs: ``filter`` and any search option of
+        ``TextCollection.search_text`` (``mode``, ``score_threshold``, ``rerank``, ``rescore``, ...)."""
         return [doc for doc, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     async def asimilarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
@@ -248,40 +240,22 @@ class SbertQdrantVectorStore(VectorStore):
             return []
 
     def _vector_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        options = dict(kwargs)
-        found = {"limit": k, "query_filter": query_filter(options.pop("filter", None))}
-        found["score_threshold"] = options.pop("score_threshold", None)
-        if options:
-            raise InvalidArgumentError(
-                f"unknown argument(s) {sorted(options)} of a search by vector; use filter= or score_threshold=."
-            )
-        return found
+        return search_request(kwargs, {"k": k}).options()
 
     def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        options = dict(kwargs)
-        found = {
-            "limit": k,
-            "query_filter": query_filter(options.pop("filter", None)),
-            "score_threshold": options.pop("score_threshold", None),
-        }
-        unknown = sorted(set(options) - _SEARCH_OPTIONS)
-        if unknown:
-            raise InvalidArgumentError(
-                f"unknown search argument(s) {unknown}; use filter=, score_threshold= or {sorted(_SEARCH_OPTIONS)}."
-            )
-        return found | self.search_options | options
+        return search_request(self.search_options, kwargs, {"k": k}).options()
 
     def _mmr_args(self, k: int, fetch_k: int, lambda_mult: float, kwargs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
             raise InvalidArgumentError(f"lambda_mult={lambda_mult!r} must be between 0 (diversity) and 1 (relevance).")
-        options = self._search_args(k, kwargs)
         fetch = max(fetch_k, k) if isinstance(fetch_k, int) and isinstance(k, int) else fetch_k
-        return options | {"diversity": 1.0 - float(lambda_mult), "candidates": fetch}
+        mmr = {"k": k, "fetch_k": fetch, "diversity": 1.0 - float(lambda_mult)}
+        return search_request(self.search_options, kwargs, mmr).options()
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Relevance in [0, 1] for dense searches without re-ranking (other scores have no fixed range)."""
         options = self.search_options
-        if options["mode"] != "dense" or options["rerank"] is not None:
+        if options.get("mode", "dense") != "dense" or options.get("rerank") is not None:
             raise NotImplementedError(
                 f"relevance scores in [0, 1] exist for mode='dense' without rerank= only (this store: "
                 f"mode={options['mode']!r}); use similarity_search_with_score, whose scores are the mode's own."
@@ -310,12 +284,13 @@ class SbertQdrantVectorStore(VectorStore):
         url: str | None = None,
         api_key: str | None = None,
         client: QdrantClient | None = None,
-        mode: str = "dense",
         **collection_options: Any,
     ) -> SbertQdrantVectorStore:
         """Open (or create) a TextCollection for ``embedding`` (an SbertEmbeddings' own encoder, or any LangChain
         Embeddings through a LangChainEncoder) and add the texts to it. collection_options: TextCollection's
-        (``sparse=``, ``distance=``, ``payload_indexes=``, ...)."""
+        (``sparse=``, ``distance=``, ``payload_indexes=``, ...) and the store's search options (``mode=``,
+        ``retrieval_mode=``, ``rerank=``, ...)."""
+        searches, collection_options = _split(collection_options)
         collection = TextCollection(
             collection_name,
             as_encoder(embedding),
@@ -325,7 +300,7 @@ class SbertQdrantVectorStore(VectorStore):
             client=client,
             **collection_options,
         )
-        store = cls(collection, mode=mode)
+        store = cls(collection, **searches)
         store._embeddings = embedding
         store.add_texts(texts, metadatas, ids=ids)
         return store
@@ -340,18 +315,18 @@ class SbertQdrantVectorStore(VectorStore):
         url: str | None = None,
         api_key: str | None = None,
         client: QdrantClient | None = None,
-        mode: str = "dense",
         **collection_options: Any,
     ) -> SbertQdrantVectorStore:
         """A store over a collection that exists, as langchain-qdrant's: opened and checked (its vectors, and the
         encoder that wrote it) for ``embedding`` (None: the configured default model); a missing one raises
         ``CollectionNotFoundError`` naming the collections there."""
         encoder = as_encoder(embedding) if embedding is not None else None
+        searches, collection_options = _split(collection_options)
         collection = TextCollection(
             collection_name, encoder, location=location, url=url, api_key=api_key, client=client, **collection_options
         )
         collection.count()  # opens and checks it: a missing collection or another model is refused here
-        store = cls(collection, mode=mode)
+        store = cls(collection, **searches)
         if embedding is not None:
             store._embeddings = embedding
         return store
@@ -369,10 +344,10 @@ class SbertQdrantVectorStore(VectorStore):
         url: str | None = None,
         api_key: str | None = None,
         client: AsyncQdrantClient | None = None,
-        mode: str = "dense",
         **collection_options: Any,
     ) -> SbertQdrantVectorStore:
         """``from_texts`` for asyncio: an AsyncTextCollection (async methods only)."""
+        searches, collection_options = _split(collection_options)
         collection = AsyncTextCollection(
             collection_name,
             as_encoder(embedding),
@@ -382,7 +357,7 @@ class SbertQdrantVectorStore(VectorStore):
             client=client,
             **collection_options,
         )
-        store = cls(collection, mode=mode)
+        store = cls(collection, **searches)
         store._embeddings = embedding
         await store.aadd_texts(texts, metadatas, ids=ids)
         return store
@@ -397,6 +372,12 @@ class SbertQdrantVectorStore(VectorStore):
         if self.async_collection is not None:
             await self.async_collection.close()
         self.close()
+
+
+def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A constructor's keyword options split into the store's search options and the collection's."""
+    searches = {k: v for k, v in options.items() if is_search_option(k)}
+    return searches, {k: v for k, v in options.items() if k not in searches}
 
 
 def _scored(search: Callable[[], list[Hit]]) -> list[tuple[Document, float]]:

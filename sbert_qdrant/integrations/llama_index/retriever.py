@@ -12,6 +12,7 @@ from ...aio import AsyncTextCollection
 from ...collection import TextCollection
 from ...documents import DocumentHit
 from ...errors import UnsupportedError
+from ...search_request import SearchRequest
 
 
 class SbertDocumentRetriever(BaseRetriever):
@@ -20,8 +21,8 @@ class SbertDocumentRetriever(BaseRetriever):
     with each chunk's ``start``, ``end`` and ``score`` under ``chunks``.
 
     collection: a TextCollection (async calls run it in a worker thread) or an AsyncTextCollection (async calls
-    only). search_kwargs: further arguments of ``search_documents`` (``mode``, ``chunks``, ``diversity``,
-    ``query_filter``, ``rerank``, ...).
+    only). search_kwargs: any further option of ``search_documents`` (``mode``, ``chunks``, ``diversity``,
+    ``query_filter``, ``rescore``, ``rerank``, ...), checked here.
     """
 
     def __init__(
@@ -34,7 +35,9 @@ class SbertDocumentRetriever(BaseRetriever):
         super().__init__(**kwargs)
         self.collection = collection
         self.similarity_top_k = similarity_top_k
-        self.search_kwargs = dict(search_kwargs or {})
+        options = {**(search_kwargs or {}), "limit": similarity_top_k}
+        request = SearchRequest.of(options, names={"limit": "similarity_top_k"})
+        self.search_kwargs = {k: v for k, v in request.options().items() if k != "limit"}
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not isinstance(self.collection, TextCollection):

@@ -301,5 +301,5 @@ async def _holding(collection: AsyncTextCollection, text: str) -> Key | None:
     )
     if not await collection.count(same):
         return None
-    found = await collection.search_text(text, 1, same)
+    found = await collection.search_text(text, 1, query_filter=same)
     return found[0].id if found else None

@@ -20,6 +20,7 @@ from pydantic import Field, StrictInt, StringConstraints, ValidationError
 from ... import __version__
 from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, check_text
+from ...search_request import SearchRequest
 from ...types import CountKind, SearchMode
 from . import results
 from .access import auth_options
@@ -31,9 +32,12 @@ from .settings import McpSettings
 if TYPE_CHECKING:
     from qdrant_client import models
 
+    from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
 
+#: The find tools' words for the search options whose names differ.
+_TOOL_WORDS = {"chunks": "passages"}
 Query = Annotated[str, Field(description="What to search for")]
 Filter = Annotated[
     dict[str, Any] | None,
@@ -129,6 +133,24 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     """Every tool by name: (function, description, annotations)."""
     settings = backend.settings
 
+    async def search_options(
+        collection: AsyncTextCollection,
+        query_filter: Filter,
+        limit: int | None,
+        field_values: dict[str, Any] | None,
+        rerank: bool,
+        chosen: dict[str, Any],
+    ) -> dict[str, Any]:
+        """A find tool's arguments as one checked SearchRequest (errors in the tool's words), as search options."""
+        fields = field_filter(settings.field_arguments, field_values or {}, collection.layout)
+        options: dict[str, Any] = {
+            "limit": limit or settings.search_limit,
+            "query_filter": both(_filter(query_filter), fields),
+        }
+        if rerank:
+            options |= {"rerank": await backend.cross_encoder(), "rerank_weight": settings.rerank_weight}
+        return SearchRequest.of({**options, **chosen}, names=_TOOL_WORDS).options()
+
     async def find(
         query: Query,
         collection_name: Annotated[str, Field(description="The collection to search in")],
@@ -149,15 +171,9 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
                 "with SBERT_QDRANT_LAYOUT=sbert-qdrant have them."
             )
         cut = await backend.truncation(query, "query")
-        hits = await collection.search_text(
-            query,
-            limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
-            mode=mode,
-            diversity=diversity,
-            rerank=await backend.cross_encoder() if rerank else None,
-            rerank_weight=settings.rerank_weight,
-        )
+        chosen = {"mode": mode, "diversity": diversity}
+        options = await search_options(collection, query_filter, limit, field_values, rerank, chosen)
+        hits = await collection.search_text(query, **options)
         return results.found(collection_name, query, hits, truncated=cut, style=settings.results)
 
     async def store(
@@ -215,15 +231,9 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         if not collection.layout.takes_documents or not await collection.exists():
             return results.found_documents(collection_name, query, [], stored=False)
         cut = await backend.truncation(query, "query")
-        hits = await collection.search_documents(
-            query,
-            limit or settings.search_limit,
-            both(_filter(query_filter), field_filter(settings.field_arguments, field_values or {}, collection.layout)),
-            mode=mode,
-            chunks=passages,
-            rerank=await backend.cross_encoder() if rerank else None,
-            rerank_weight=settings.rerank_weight,
-        )
+        chosen = {"mode": mode, "chunks": passages}
+        options = await search_options(collection, query_filter, limit, field_values, rerank, chosen)
+        hits = await collection.search_documents(query, **options)
         return results.found_documents(collection_name, query, hits, truncated=cut)
 
     async def find_duplicates(
