@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
@@ -282,6 +283,14 @@ def _check_rerank(r: SearchRequest) -> None:
             f"{_arg('rerank')}= must be a CrossEncoder with one output (a relevance score) or another Reranker "
             f"(sbert_qdrant.protocols), not {r.rerank!r:.80}; load one with CrossEncoder.load(folder) or train one "
             "(sbert-qdrant train --objective cross-encoder-binary)."
+        )
+    if getattr(r.rerank, "head_trained", True) is False:
+        warnings.warn(
+            f"{_arg('rerank')}= is a cross-encoder whose head is still the random one CrossEncoder.from_transformer "
+            "made: its scores are noise. Train it first (sbert-qdrant train --objective cross-encoder-binary) or load "
+            "a trained one.",
+            UserWarning,
+            stacklevel=4,
         )
     if r.rerank_candidates is not None and not _count(r.rerank_candidates, 1):
         raise InvalidArgumentError(f"{_arg('rerank_candidates')}={r.rerank_candidates!r} must be a positive integer.")

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import warnings
 from pathlib import Path
 from typing import Any, get_type_hints
 
 import pytest
+import torch
 from qdrant_client import models
 
 from sbert_qdrant import (
@@ -264,3 +266,16 @@ def test_langchain_and_llama_index_take_every_option(coll: Any, docs: Any, cross
         LlamaRetriever(docs, 0)
     with pytest.raises(InvalidArgumentError, match="rerank_weight=0.5 needs rerank="):
         LlamaRetriever(docs, 2, {"rerank_weight": 0.5})
+
+
+def test_an_untrained_reranker_is_named(cross: CrossEncoder) -> None:
+    assert not cross.head_trained
+    with pytest.warns(UserWarning, match="head is still the random one"):
+        SearchRequest(rerank=cross)
+    trained = CrossEncoder.from_transformer(cross.transformer.model.name_or_path or None, seed=4)
+    with torch.no_grad():
+        trained.transformer.model.classifier.weight.mul_(2)  # any step of training moves the head
+    assert trained.head_trained
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SearchRequest(rerank=trained)

@@ -111,6 +111,8 @@ class CrossEncoder(nn.Module):
         self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
         self.truncated_count = 0
+        #: The head as ``from_transformer`` made it (None: loaded, so trained by whoever saved it).
+        self._fresh_head: list[torch.Tensor] | None = None
         self.eval()
 
     @property
@@ -177,7 +179,22 @@ class CrossEncoder(nn.Module):
         transformer = new_classifier(base, num_labels, seed)
         if max_seq_length is not None:
             transformer.set_max_seq_length(max_seq_length)
-        return cls(transformer, device=target)
+        cross = cls(transformer, device=target)
+        cross._fresh_head = [p.detach().cpu().clone() for p in cross._head()]
+        return cross
+
+    @property
+    def head_trained(self) -> bool:
+        """False while the classification head is still the random one ``from_transformer`` made (its scores are
+        noise: a re-ranker that has not been trained)."""
+        fresh = self._fresh_head
+        return fresh is None or any(
+            not torch.equal(a, b.detach().cpu()) for a, b in zip(fresh, self._head(), strict=True)
+        )
+
+    def _head(self) -> list[torch.Tensor]:
+        """The classification head's parameters (the model's last weight and bias)."""
+        return [p for _, p in self.transformer.model.named_parameters()][-2:]
 
     @property
     def num_labels(self) -> int:
