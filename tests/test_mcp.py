@@ -346,7 +346,7 @@ async def test_errors_an_agent_can_act_on(
             client, "qdrant-store", information=NOTES[1], collection_name="notes", metadata={"text": "x"}
         )
         assert "limit" in await error(client, "qdrant-find", query="x", collection_name="notes", limit=0)
-        assert "is not valid" in await error(client, "qdrant-store", information=NOTES[1], collection_name="bad name/")
+        assert "contains '/'" in await error(client, "qdrant-store", information=NOTES[1], collection_name="bad name/")
         assert (await call(client, "qdrant-count", collection_name="notes"))["count"] == 1  # nothing written
 
 

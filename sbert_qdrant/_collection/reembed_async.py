@@ -17,8 +17,9 @@ from ..store.base import StoredRecord
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
+from .names import check_name
 from .pipeline_async import Step
-from .schema import CollectionConfig, valid_name
+from .schema import CollectionConfig
 from .texts_async import plan_points
 from .vectors import show_progress
 
@@ -87,10 +88,6 @@ async def _plan_copies(
 
 async def point_alias(context: AsyncCollectionContext, alias: str) -> None:
     """Make ``alias`` name the collection (``AsyncTextCollection.set_alias``)."""
-    if not valid_name(alias) or alias == context.name:
-        raise InvalidArgumentError(
-            f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
-            "than the collection's own."
-        )
+    check_name(alias, "alias", other_than=context.name)
     await context.ensure(create=False)
     await context.store.set_alias(alias, context.name)

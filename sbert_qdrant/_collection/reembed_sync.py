@@ -19,8 +19,9 @@ from ..store.base import StoredRecord
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
+from .names import check_name
 from .pipeline_sync import Step
-from .schema import CollectionConfig, valid_name
+from .schema import CollectionConfig
 from .texts_sync import plan_points
 from .vectors import show_progress
 
@@ -87,10 +88,6 @@ def _plan_copies(target: CollectionContext, batch: list[StoredRecord], on_confli
 
 def point_alias(context: CollectionContext, alias: str) -> None:
     """Make ``alias`` name the collection (``TextCollection.set_alias``)."""
-    if not valid_name(alias) or alias == context.name:
-        raise InvalidArgumentError(
-            f"alias={alias!r} must be a valid collection name (1-255 letters, digits, '_', '-' or '.') other "
-            "than the collection's own."
-        )
+    check_name(alias, "alias", other_than=context.name)
     context.ensure(create=False)
     context.store.set_alias(alias, context.name)

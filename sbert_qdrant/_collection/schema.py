@@ -3,7 +3,6 @@ existing collection, and what sbert-qdrant keeps in the collection's metadata.""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +23,7 @@ from ..protocols import DocumentEncoder, TextEncoder, TokenEncoder, identity_of,
 from ..records import KEY_KEY, TEXT_KEY, VectorShape
 from ..store.base import CollectionSpec, ExistingCollection, VectorSpec
 from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Quantization
-
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,254}")
+from .names import check_name
 
 
 def _layout(
@@ -117,11 +115,6 @@ def _encoders(
     return dense, tokens
 
 
-def valid_name(value: object) -> bool:
-    """Whether a collection (or alias) name is one Qdrant accepts: 1-255 letters, digits, '_', '-' or '."."""
-    return isinstance(value, str) and _NAME.fullmatch(value) is not None
-
-
 _METADATA_KEY = "sbert_qdrant"
 
 
@@ -167,11 +160,7 @@ class CollectionConfig:
         **options: Any,
     ) -> CollectionConfig:
         """The settings, each argument checked (before anything is written)."""
-        if not valid_name(collection_name):
-            raise InvalidArgumentError(
-                f"collection_name={collection_name!r} is not valid: use 1-255 letters, digits, '_', '-' or '.', "
-                "starting with a letter or digit."
-            )
+        check_name(collection_name, "collection_name")
         quantization, batch = options.get("quantization"), options.get("encode_batch_size", 32)
         if distance not in DISTANCES:
             raise InvalidArgumentError(f"distance={distance!r} must be one of {DISTANCES}.")

@@ -81,6 +81,13 @@ class EdgeStore(VectorStore):
         self._mine: dict[str, _OpenShard] = {}
 
     def _folder(self, name: str) -> Path:
+        """The collection's folder: its name as it is (every name Qdrant takes is a folder name on Linux and macOS,
+        as in qdrant-client's local mode), within the 255 bytes a folder's name may have."""
+        if len(os.fsencode(name)) > 255:
+            raise InvalidArgumentError(
+                f"collection name {name!r} is {len(os.fsencode(name))} bytes long as a folder name, and Qdrant Edge "
+                "keeps a collection in a folder of its name (at most 255 bytes): use a shorter name."
+            )
         return self.location / name
 
     def _shard(self, name: str) -> _OpenShard:
