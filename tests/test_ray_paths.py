@@ -246,3 +246,33 @@ def test_sigint_stops_the_cli_promptly_and_a_rerun_resumes(local_ray: None, tmp_
             sbert_ray.read_files([str(path)]), coll, id_column="qid", on_conflict="skip", batch_size=256
         )
         assert (result.written, result.skipped, coll.count()) == (len(items) - written, written, len(items))
+
+
+def test_the_workers_write_documents_chunked_by_the_tokenizer_they_load(
+    local_ray: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model_dir: Path, encoder: SentenceEncoder
+) -> None:
+    """``url=`` for documents: each write task cuts a document into the chunks the actors encoded with the tokenizer
+    it loads from the actors' spec (``Written``), the documents equal to ``upsert_documents``'."""
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.setattr(_upsert, "open_on_server", open_part)
+    with (DATA / "scifact_sample.jsonl").open(encoding="utf-8") as f:
+        docs = [{"doc": d["_id"], "text": d["text"]} for d in map(json.loads, f) if d["text"].strip()][:8]
+    own_encoder = SentenceEncoder.load(model_dir, device="cpu", precision="fp32")  # loaded from its folder
+    with (
+        TextCollection("own", own_encoder, location=str(tmp_path / "own")) as own,
+        TextCollection("ray", own_encoder, location=str(tmp_path / "driver")) as coll,
+    ):
+        ids = own.upsert_documents([d["text"] for d in docs], ids=[d["doc"] for d in docs], chunk_tokens=24)
+        result = sbert_ray.upsert_documents_dataset(
+            ray.data.from_items(docs, override_num_blocks=2), coll, id_column="doc", chunk_tokens=24, batch_size=2,
+            url=str(tmp_path / "parts"),
+        )  # fmt: skip
+        assert (list(result), result.written) == (list(ids), len(docs))
+        stored = 0
+        for folder in (tmp_path / "parts").iterdir():
+            with TextCollection("ray", own_encoder, location=str(folder)) as part:
+                stored += part.count(kind="documents")
+                for key in ids:
+                    got = part.get_document(key)
+                    assert got is None or got == own.get_document(key)
+        assert stored == len(docs)
