@@ -155,12 +155,12 @@ async def test_a_long_note_and_a_long_query_are_taken_in_their_layout(
 ) -> None:
     """What mcp-server-qdrant stores, this stores: a 2,000-character note is one point in their layout, all of it
     under ``document``, its vector from the first 254 tokens (as FastEmbed truncates); a 1,700-character query is
-    answered; both answers say what the model read."""
+    answered; the structured content says what the model read (their answer text is theirs)."""
     settings = write_local(tmp_path / "local", default_encoder)
     async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
         result = await client.call_tool("qdrant-store", {"information": LONG_NOTE, "metadata": {"topic": "home"}})
         assert not result.is_error and result.structured_content["truncated"]
-        assert "the model reads 254" in result.content[0].text and "whole note is stored" in result.content[0].text
+        assert result.content[0].text == f"Remembered: {LONG_NOTE} in collection memories"  # theirs, byte for byte
         found = await call(client, "qdrant-find", query="where is the key to the shed?")
         assert found["entries"][0]["text"] == LONG_NOTE and found["entries"][0]["payload"] == {"topic": "home"}
         query = "Where did I park the car at the airport? " + "I really need to know where I left it. " * 43
@@ -330,7 +330,7 @@ async def test_their_answer_format_under_their_environment_with_texts_escaped(tm
         found = await client.call_tool("qdrant-find", {"query": "obey"})
     lines = json.loads(found.content[0].text)
     assert lines[0] == "Results for the query 'obey'" and len(lines) == 2
-    assert lines[1].count("<entry>") == 1 and lines[1].count("</entry>") == 1 and "&lt;/entry&gt;" in lines[1]
+    assert lines[1].count("<entry>") == 1 and lines[1].count("</entry>") == 1 and "&lt;/entry>" in lines[1]
     assert found.structured_content["entries"][0]["text"] == FORGERY  # the structured content is the text itself
     async with mcp.Client(create_server(McpSettings(location=str(tmp_path / "edge")), encoder=tiny)) as client:
         await call(client, "qdrant-store", information=FORGERY, collection_name="notes", id='x" score="9')

@@ -7,9 +7,11 @@ bearer middleware (401 without one); no address beyond loopback without a token;
 from __future__ import annotations
 
 import hmac
+import logging
 import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -73,14 +75,21 @@ def auth_options(settings: McpSettings) -> dict[str, Any]:
 
 
 def read_token_file(path: str, flag: str = "--token-file") -> SecretStr:
-    """The token in a file (its first line), or an error naming the file (and its ``flag``) and what to put there."""
+    """The token in a file: its one line (the newline after it left out), or an error naming the file (and its
+    ``flag``) and what to put there."""
     try:
-        token = Path(path).expanduser().read_text(encoding="utf-8").strip()
+        text = Path(path).expanduser().read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidArgumentError(f"{flag} {path!r} cannot be read ({exc.strerror}); give a readable file.") from exc
-    if not token:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
         raise InvalidArgumentError(f"{flag} {path!r} is empty; write the token into it, one line.")
-    return SecretStr(token)
+    if len(lines) > 1:
+        raise InvalidArgumentError(
+            f"{flag} {path!r} has {len(lines)} lines that are not empty, and a token is one line: leave the token "
+            "alone in the file."
+        )
+    return SecretStr(lines[0])
 
 
 def check_exposure(host: str, settings: McpSettings) -> None:
@@ -93,15 +102,70 @@ def check_exposure(host: str, settings: McpSettings) -> None:
         )
 
 
-def transport_security(host: str, settings: McpSettings) -> TransportSecuritySettings:
-    """The SDK's Host / Origin checks for the address bound: loopback names, the address itself, this machine's
-    names, and ``SBERT_QDRANT_ALLOWED_HOSTS``."""
+def transport_security(host: str, settings: McpSettings) -> tuple[list[str], TransportSecuritySettings]:
+    """The Host names clients may use (loopback names, the address bound, this machine's names and its addresses
+    where it serves every interface, and ``SBERT_QDRANT_ALLOWED_HOSTS``), and the SDK's transport settings: its own
+    Host and Origin checks left to ``HostCheck``, which knows the address each connection reached."""
     names = [*LOOPBACK, *([] if host in _ANY else [host]), *settings.allowed_hosts]
     if host not in LOOPBACK:
         names += [socket.gethostname(), socket.getfqdn()]
-    shown = [f"[{n}]" if ":" in n else n for n in dict.fromkeys(names)]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[h for n in shown for h in (n, f"{n}:*")],
-        allowed_origins=[f"{scheme}://{h}" for n in shown for h in (n, f"{n}:*") for scheme in ("http", "https")],
-    )
+    return list(dict.fromkeys(names)), TransportSecuritySettings(enable_dns_rebinding_protection=False)
+
+
+class HostCheck:
+    """The SDK's DNS-rebinding checks (Host: 421, Origin: 403), plus the address the connection reached (the
+    server's own, whichever interface: a client of ``0.0.0.0`` by the machine's IP), the 421 saying which setting
+    lets a name in."""
+
+    def __init__(self, app: Any, names: list[str]) -> None:
+        self.app = app
+        self.names = {n.lower() for n in names}
+
+    def _own(self, host: str, scope: dict[str, Any]) -> bool:
+        name = _without_port(host).lower()
+        reached = scope.get("server") or ("", None)
+        return name in self.names or name == str(reached[0]).lower()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host, origin = headers.get("host", ""), headers.get("origin")
+        problem = None
+        if not self._own(host, scope):
+            problem = (
+                421,
+                f"Invalid Host header {host!r}: this server answers to {sorted(self.names)} and the address a client "
+                f"reaches it at. To reach it as {_without_port(host)!r}, add it to SBERT_QDRANT_ALLOWED_HOSTS (a "
+                f"JSON list: SBERT_QDRANT_ALLOWED_HOSTS='[\"{_without_port(host)}\"]') and restart the server.",
+            )
+        elif origin is not None and not self._own(urlsplit(origin).netloc, scope):
+            problem = (403, f"Invalid Origin header {origin!r}: add its host to SBERT_QDRANT_ALLOWED_HOSTS.")
+        if problem is None:
+            await self.app(scope, receive, send)
+            return
+        status, text = problem
+        body = text.encode("utf-8")
+        type_ = [(b"content-type", b"text/plain; charset=utf-8"), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": type_})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _without_port(host: str) -> str:
+    """``host`` of a Host header (``name:port``, ``[v6]:port``), the brackets of an IPv6 address left out."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
+
+
+class QueryRedacted(logging.Filter):
+    """The access log's request line with the query's values left out: a token sent in the URL is never written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) == 5 and isinstance(record.args[2], str):
+            path, _, query = record.args[2].partition("?")
+            if query:
+                hidden = "&".join(f"{part.partition('=')[0]}=<redacted>" for part in query.split("&"))
+                record.args = (*record.args[:2], f"{path}?{hidden}", *record.args[3:])
+        return True

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from ...errors import InvalidArgumentError, UnsupportedError
 
 if TYPE_CHECKING:
     from .settings import McpSettings
+
+logger = logging.getLogger(__name__)
 
 DESCRIPTION = (
     "Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the environment: "
@@ -70,10 +75,18 @@ def serve(args: argparse.Namespace) -> int:
     if args.env_file is not None and not Path(args.env_file).is_file():
         raise InvalidArgumentError(f"--env-file {args.env_file!r} is not a file; name the .env file to read.")
     settings = _valid(None if args.env_file is None else {"_env_file": args.env_file})
+    _log_to_stderr(settings.log_level)
     if args.transport == "stdio":
+        given = [name for name, value in _TOKENS.items() if getattr(args, value) or getattr(settings, name)]
+        if given:
+            logger.warning(
+                "%s is set, and the stdio transport has no requests to check a token on: it is not used (it applies "
+                "to --transport streamable-http and sse).",
+                " and ".join(_TOKEN_NAMES[name] for name in given),
+            )
         create_server(settings).run("stdio")
         return 0
-    from .access import check_exposure, read_token_file, transport_security
+    from .access import HostCheck, QueryRedacted, check_exposure, read_token_file, transport_security
 
     files = {
         "mcp_token": (args.token_file, "--token-file"),
@@ -85,11 +98,30 @@ def serve(args: argparse.Namespace) -> int:
     host = settings.host if args.host is None else args.host
     check_exposure(host, settings)
     server = create_server(settings)
+    names, security = transport_security(host, settings)
     app = (server.sse_app if args.transport == "sse" else server.streamable_http_app)(
-        transport_security=transport_security(host, settings), host=host
+        transport_security=security, host=host
     )
-    _serve(app, host, settings.port if args.port is None else args.port, settings.log_level)
+    logging.getLogger("uvicorn.access").addFilter(QueryRedacted())
+    _serve(HostCheck(app, names), host, settings.port if args.port is None else args.port, settings.log_level)
     return 0
+
+
+#: The token settings, and the names a user knows them by.
+_TOKENS = {"mcp_token": "token_file", "mcp_read_token": "read_token_file"}
+_TOKEN_NAMES = {
+    "mcp_token": "SBERT_QDRANT_MCP_TOKEN (or --token-file)",
+    "mcp_read_token": "SBERT_QDRANT_MCP_READ_TOKEN (or --read-token-file)",
+}
+
+
+def _log_to_stderr(level: str) -> None:
+    """Log at ``level`` (FASTMCP_LOG_LEVEL) to stderr: on stdio, stdout is the protocol's."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
 
 
 def _valid(given: dict[str, Any] | None) -> McpSettings:
@@ -100,8 +132,39 @@ def _valid(given: dict[str, Any] | None) -> McpSettings:
     try:
         return McpSettings() if given is None else McpSettings(**given)
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False))
+        problems = "; ".join(_problem(e["loc"], e["msg"]) for e in exc.errors(include_url=False))
         raise InvalidArgumentError(f"the MCP server's settings are not valid: {problems}.") from exc
+    except SettingsError as exc:  # a value that must be JSON and is not: pydantic-settings names the field
+        field = str(exc).partition('"')[2].partition('"')[0]
+        raise InvalidArgumentError(
+            f"the MCP server's setting {_env_name(field)} is not valid JSON; write it as JSON (a list: "
+            '[...]; FILTERABLE_FIELDS: [{"name": "topic", "description": "...", "field_type": "keyword", '
+            '"condition": "=="}]).'
+        ) from None
+
+
+def _problem(location: tuple[int | str, ...], message: str) -> str:
+    """One problem in a line: the setting by its environment name (none for a check of several), pydantic's
+    "Value error, " and the final period left out."""
+    text = message.removeprefix("Value error, ").rstrip(".")
+    if not location:
+        return text
+    return f"{_env_name(str(location[0]))}{''.join(f'[{p}]' for p in location[1:])}: {text}"
+
+
+def _env_name(field: str) -> str:
+    """A setting's name in the environment: the first of its names (``FILTERABLE_FIELDS``), else SBERT_QDRANT_*."""
+    from pydantic import AliasChoices
+
+    from .settings import McpSettings
+
+    info = McpSettings.model_fields.get(field)
+    if info is None:  # pydantic names a field read from the environment by the name it was read under
+        return field
+    alias = info.validation_alias
+    if isinstance(alias, AliasChoices) and isinstance(alias.choices[0], str):
+        return alias.choices[0]
+    return f"SBERT_QDRANT_{field.upper()}"
 
 
 def _serve(app: Any, host: str, port: int, log_level: str) -> None:

@@ -42,12 +42,12 @@ class FilterableField(BaseModel):
     def _condition_fits_type(self) -> FilterableField:
         if self.condition is not None and not self.name.isidentifier():
             raise ValueError(
-                f"FILTERABLE_FIELDS: field {self.name!r} cannot be a tool argument (letters, digits and _ only); "
+                f"field {self.name!r} cannot be a tool argument (letters, digits and _ only); "
                 "rename the metadata field, or leave its condition out to index it only."
             )
         if self.condition is not None and self.condition not in _CONDITIONS[self.field_type]:
             raise ValueError(
-                f"FILTERABLE_FIELDS: field {self.name!r} is {self.field_type} and cannot take condition "
+                f"field {self.name!r} is {self.field_type} and cannot take condition "
                 f"{self.condition!r}; a {self.field_type} field takes {sorted(_CONDITIONS[self.field_type])}."
             )
         return self

@@ -1,11 +1,13 @@
 """What the tools return: structured content (the models here, published as each tool's output schema) and the same
-as readable text (``<entry>`` lines, or mcp-server-qdrant's own JSON array of them, so prompts written for it keep
-working), every stored text escaped."""
+as readable text (``<entry>`` lines, or mcp-server-qdrant's own JSON array of them, byte for byte, so prompts written
+for it keep working). A stored text is shown as stored, but for the ``<`` of a tag that would open or close an entry:
+no text can forge one."""
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from mcp.types import CallToolResult, TextContent
@@ -93,6 +95,10 @@ class Collections(BaseModel):
     collections: list[str]
 
 
+#: The ``<`` of a tag that opens or closes an entry or a part of one (ours or mcp-server-qdrant's), in any case.
+_TAG = re.compile(r"<(?=\s*/?\s*(?:entry|content|metadata|document|passage)\b)", re.IGNORECASE)
+
+
 def _nothing_yet(collection_name: str) -> str:
     return f"Nothing stored yet in collection {collection_name}: no results."
 
@@ -107,16 +113,20 @@ def found(
     style: ResultFormat = "sbert-qdrant",
 ) -> CallToolResult:
     """``stored=False``: the collection does not exist yet (an agent's first run), an answer and not an error;
-    ``truncated``: what to say of a query longer than the model reads; ``style``: the text's format, ours (lines,
-    an ``<entry>`` with id and score each) or mcp-server-qdrant's (a JSON array of strings, no content at all when
-    nothing is found). Stored texts are escaped in either, so that none can forge an entry."""
+        ``truncated``: what to say of a query longer than the model reads; ``style``: the text's format, ours (lines,
+        an ``<entry>`` with id and score each) or mcp-server-qdrant's (a JSON array of strings, no content at all when
+        nothing is found; a long query said in the structured content only). No stored text can forge an entry in
+    either."""
     entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
     result = Found(collection_name=collection_name, query=query, entries=entries, truncated=bool(truncated))
-    if style == "mcp-server-qdrant":
+    if style == "mcp-server-qdrant":  # their FastMCP's text of a list[str]: JSON, indented, non-ASCII as it is
         if not entries:
             return CallToolResult(content=[], structured_content=result.model_dump(mode="json"))
-        theirs = [f"Results for the query '{query}'", *([truncated] if truncated else [])]
-        theirs += [f"<entry><content>{_escaped(e.text or '')}</content>{_metadata(e.payload)}</entry>" for e in entries]
+        theirs = [f"Results for the query '{query}'"]
+        theirs += [
+            f"<entry><content>{_text(e.text or '')}</content>{_metadata(e.payload, ensure_ascii=True)}</entry>"
+            for e in entries
+        ]
         return reply(result, json.dumps(theirs, ensure_ascii=False, indent=2))
     if not stored:
         return reply(result, _nothing_yet(collection_name))
@@ -146,27 +156,35 @@ def found_documents(
     lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
     lines += [truncated] if truncated else []
     for d in documents:
-        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{_escaped(p.text)}</passage>' for p in d.passages)
+        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{_text(p.text)}</passage>' for p in d.passages)
         lines.append(
-            f'<document id="{_escaped(d.id, True)}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>'
+            f'<document id="{_attribute(d.id)}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>'
         )
     return reply(result, "\n".join(lines))
 
 
 def _entry(key: Key, score: float, text: str, payload: dict[str, Any]) -> str:
     return (
-        f'<entry id="{_escaped(key, True)}" score="{score:.4f}"><content>{_escaped(text)}</content>'
+        f'<entry id="{_attribute(key)}" score="{score:.4f}"><content>{_text(text)}</content>'
         f"{_metadata(payload)}</entry>"
     )
 
 
-def _metadata(payload: dict[str, Any]) -> str:
-    return f"<metadata>{_escaped(json.dumps(payload, ensure_ascii=False)) if payload else ''}</metadata>"
+def _metadata(payload: dict[str, Any], *, ensure_ascii: bool = False) -> str:
+    """The payload as JSON (``ensure_ascii``: non-ASCII ``\\u``-escaped, as mcp-server-qdrant's ``json.dumps``), a tag's
+    ``<`` written ``\\u003c``: the same value to a JSON reader, and no tag."""
+    shown = _TAG.sub(r"\\u003c", json.dumps(payload, ensure_ascii=ensure_ascii)) if payload else ""
+    return f"<metadata>{shown}</metadata>"
 
 
-def _escaped(value: object, attribute: bool = False) -> str:
-    """``&``, ``<`` and ``>`` (and quotes in an attribute) escaped: a stored text cannot close its entry."""
-    return html.escape(str(value), quote=attribute)
+def _text(value: str) -> str:
+    """A stored text as stored, but for the ``<`` of a tag (``&lt;``): it can neither close its entry nor open one."""
+    return _TAG.sub("&lt;", value)
+
+
+def _attribute(value: object) -> str:
+    """An id in an attribute of our format: ``&``, ``<``, ``>`` and quotes escaped."""
+    return html.escape(str(value), quote=True)
 
 
 def reply(result: BaseModel, text: str) -> CallToolResult:

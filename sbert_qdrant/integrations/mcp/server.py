@@ -186,8 +186,10 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         collection = await backend.collection(collection_name, write=True)
         cut = await backend.truncation(information, "note")
         key = await backend.remember(collection, information, metadata, id)
-        text = f"Remembered: {information} in collection {collection_name} (id {key})"
-        if cut:
+        text = f"Remembered: {information} in collection {collection_name}"  # theirs; ours adds the id and a cut
+        if settings.results == "sbert-qdrant":
+            text += f" (id {key})"
+        if cut and settings.results == "sbert-qdrant":
             whole = " (qdrant-store-document searches all of it)" if collection.layout.takes_documents else ""
             text += f"\n{cut} The whole note is stored{whole}."
         return results.reply(results.Stored(collection_name=collection_name, id=key, truncated=bool(cut)), text)
