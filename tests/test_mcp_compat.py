@@ -205,3 +205,30 @@ def test_settings_errors_are_one_clean_line(env: dict[str, str], said: str) -> N
     assert ran.returncode != 0 and said in ran.stderr, ran.stderr
     assert "Traceback" not in ran.stderr and "Value error" not in ran.stderr and ".." not in ran.stderr
     assert ": :" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+ANCHOR_PYTHON, ANCHOR_MODEL = os.environ.get("MCP_ANCHOR_PYTHON"), os.environ.get("MCP_ANCHOR_MODEL")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not (ANCHOR_PYTHON and ANCHOR_MODEL and Path(ANCHOR_MODEL).is_dir()),
+    reason="needs mcp-server-qdrant 0.8.1 in a venv of its own (MCP_ANCHOR_PYTHON) and all-MiniLM-L6-v2 as FastEmbed "
+    "loads it (MCP_ANCHOR_MODEL): their format is checked against their source's above",
+)
+async def test_their_answer_text_equals_mcp_server_qdrants_own(tmp_path: Path, default_encoder: Any) -> None:
+    """The same notes (one per collection), found by their server and by ours on the same folder: the same text."""
+    settings = McpSettings(local_path=str(tmp_path / "local"))
+    queries = {f"c{i}": text for i, (text, _) in enumerate(TEXTS)}
+    async with mcp.Client(create_server(settings, encoder=default_encoder)) as client:
+        for (name, text), (_, meta) in zip(queries.items(), TEXTS, strict=True):
+            await call(client, "qdrant-store", information=text, metadata=meta or None, collection_name=name)
+        ours = [await client.call_tool("qdrant-find", {"query": q, "collection_name": n}) for n, q in queries.items()]
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "peers" / "mcp_anchor.py"
+    env = {"QDRANT_LOCAL_PATH": str(tmp_path / "local")}
+    anchor = mcp.StdioServerParameters(command=str(ANCHOR_PYTHON), args=[str(script), str(ANCHOR_MODEL)], env=env)
+    async with mcp.Client(anchor) as client:
+        theirs = [await client.call_tool("qdrant-find", {"query": q, "collection_name": n}) for n, q in queries.items()]
+        stored = await client.call_tool("qdrant-store", {"information": "R&D <3", "collection_name": "c0"})
+    assert [r.content[0].text for r in ours] == [r.content[0].text for r in theirs]
+    assert stored.content[0].text == "Remembered: R&D <3 in collection c0"
