@@ -17,11 +17,14 @@ from .schema import CollectionConfig, holds_documents, with_documents
 
 
 class AsyncCollectionContext:
-    """A collection as one instance opened it: ``config`` and ``store`` fixed, ``bm25`` and ``documents`` known
-    once ``ensure`` has checked (or created) the collection in the engine."""
+    """A collection as one instance opened it: ``store`` fixed; ``bm25``, ``documents`` and the slots the stored
+    collection records (in ``config``) known once ``ensure`` has checked (or created) the collection in the engine."""
 
     def __init__(self, config: CollectionConfig, store: AsyncVectorStore, recreate: bool = False) -> None:
+        #: The settings as opened, then with every slot the stored collection records (``CollectionConfig.
+        #: with_recorded``) once it has been checked.
         self.config = config
+        self._opened = config
         self.store = store
         self._recreate = recreate
         self._ready = False
@@ -47,7 +50,9 @@ class AsyncCollectionContext:
                 self._recreate = False
             existing = await self.store.describe(name)
             if existing is not None:
-                self.bm25 = config.existing_bm25(existing)
+                recorded = config.with_recorded(existing)
+                self.bm25 = recorded.existing_bm25(existing)
+                self.config = recorded
                 self.documents = holds_documents(existing.metadata)
             elif not create:
                 raise config.missing(await self.store.names())
@@ -68,6 +73,7 @@ class AsyncCollectionContext:
     async def ensure_writable(self, documents: bool = False) -> None:
         """Create the collection if needed and record, before the first chunk is written, that it holds documents."""
         await self.ensure(create=True)
+        self.config.require_filled()
         if documents and not self.documents:
             await self.store.update_metadata(self.name, with_documents(await self.store.metadata(self.name)))
             self.documents = True
@@ -76,6 +82,15 @@ class AsyncCollectionContext:
         """Forget what was learned of the collection: it was deleted."""
         self._ready = False
         self.documents = False
+        self.config = self._opened
+
+    async def config_for(self, *slots: str | None) -> CollectionConfig:
+        """The settings a search of ``slots`` reads: checked against the stored collection first when one names
+        no slot this instance was opened with (it may be one the collection records)."""
+        known = {slot.name for slot in self.config.layout.slots}
+        if any(name is not None and name not in known for name in slots):
+            await self.ensure(create=False)
+        return self.config
 
     def texts_only(self, query_filter: models.Filter | None) -> models.Filter | None:
         """The filter of a text read: chunks left out when the collection holds documents."""

@@ -133,13 +133,14 @@ class AsyncDocuments:
         """The ``limit`` documents best matching ``query`` after the first ``offset``, one hit each, with up to
         ``chunks`` matching chunks."""
         context = self.context
-        config = context.config
+        config = await context.config_for(request.using, request.rescore)
         request.refuse("a document search", _TEXT_OPTIONS)
         depth, chunks, score = request.depth, request.chunks or DOCUMENT_CHUNKS, request.score or "max"
         plan = search_plan(request, depth * chunks, max(depth * chunks * 4, MIN_CANDIDATES))
         query_filter, score_threshold = request.query_filter, request.score_threshold
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         await context.ensure(create=False)
+        config = context.config  # with the slots the stored collection records
         search = (await run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
         groups = await context.store.query_groups(
             context.name, search, GROUP_BY, depth, chunks, chunks_only(selected), score_threshold

@@ -4,8 +4,8 @@ existing collection, and what sbert-qdrant keeps in the collection's metadata.""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 from qdrant_client import models
 
@@ -18,11 +18,11 @@ from ..errors import (
     InvalidArgumentError,
     UnsupportedError,
 )
-from ..layout import PointLayout, VectorSlot
+from ..layout import SPARSE_NAME, PointLayout, VectorSlot
 from ..protocols import DocumentEncoder, TextEncoder, TokenEncoder, identity_of, same_encoder
 from ..records import KEY_KEY, TEXT_KEY, VectorShape
 from ..store.base import CollectionSpec, ExistingCollection, VectorSpec
-from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Quantization
+from ..types import DISTANCES, ON_CONFLICTS, QUANTIZATIONS, Distance, Quantization
 from .names import check_name
 
 
@@ -143,6 +143,8 @@ class CollectionConfig:
     bm25: Bm25 | None = None
     #: Whether the caller chose the BM25 settings (an existing collection's must then match).
     bm25_explicit: bool = False
+    #: Slots the stored collection records that this instance has no encoder for: read, never written.
+    unfilled: frozenset[str] = frozenset()
 
     @classmethod
     def checked(
@@ -210,17 +212,24 @@ class CollectionConfig:
 
     def token_encoder_of(self, slot: str) -> TokenEncoder:
         """The token encoder of the multivector slot ``slot`` (an unknown one refused, naming those there are)."""
-        return self.token_encoders[self.layout.slot(slot, "multivector", "rescore").name]
+        name = self.layout.slot(slot, "multivector", "rescore").name
+        if name in self.unfilled:
+            raise self._without_encoder(f"rescore={slot!r}", [name])
+        return self.token_encoders[name]
 
     def encoder_of(self, using: str | None) -> tuple[str, TextEncoder]:
         """The dense slot ``using`` (None: the primary) and its encoder."""
         name = self.vector_name if using is None else self.layout.slot(using, "dense").name
+        if name in self.unfilled:
+            raise self._without_encoder(f"using={using!r}", [name])
         return name, self.encoders[name]
 
     def describe(self, flavour: str, store: object) -> str:
         """The collection's repr."""
         slots = ", ".join(
-            f"{s.name or '<unnamed>'}: {s.kind}{f' {s.size}' if s.size else ''}" for s in self.layout.slots
+            f"{s.name or '<unnamed>'}: {s.kind}{f' {s.size}' if s.size else ''}"
+            f"{' (no encoder here)' if s.name in self.unfilled else ''}"
+            for s in self.layout.slots
         )
         return (
             f"{flavour}({self.collection_name!r}, dimension={self.encoder.dimension}, "
@@ -282,6 +291,59 @@ class CollectionConfig:
 
     def require_writable(self) -> None:
         self.layout.check_writable(self.collection_name)
+
+    def require_filled(self) -> None:
+        """Refuse a write that would leave a slot the stored collection records empty (its search never finding
+        the new points)."""
+        if self.unfilled:
+            raise self._without_encoder("a write", sorted(self.unfilled))
+
+    def _without_encoder(self, what: str, names: list[str]) -> CollectionMismatchError:
+        """The error of ``what`` (a write, or a search's argument) needing slots this instance has no encoder for."""
+        by = {slot.name: slot.filled_by or "that wrote it" for slot in self.layout.slots}
+        given = ", ".join(f"{name!r}: <encoder {by[name]}>" for name in names)
+        why = (
+            "a write would leave them empty (a search of them would never find the new points); nothing was written"
+            if what == "a write"
+            else f"{what} cannot be encoded"
+        )
+        return CollectionMismatchError(
+            f"collection {self.collection_name!r} has the slot(s) {names}, which this instance was opened without an "
+            f"encoder for, so {why}. Open it with named_vectors={{{given}}}, as it was created."
+        )
+
+    def with_recorded(self, existing: ExistingCollection) -> CollectionConfig:
+        """These settings with the slots of the stored collection: every dense or multivector slot beyond those
+        opened with (``unfilled``: seen, searched by no one here, never left empty by a write), its BM25 (filled by
+        the settings it records, also when opened with ``sparse=None``), no BM25 slot where it has none."""
+        known, metadata = {slot.name for slot in self.layout.slots}, ours(existing.metadata)
+        written_by = {self.vector_name: metadata.get("encoder"), **(metadata.get("slots") or {})}
+        extra = [
+            VectorSlot(
+                name,
+                "multivector" if spec.multivector else "dense",
+                spec.size,
+                cast(Distance, spec.distance),  # as every engine reports it: one of DISTANCES
+                written_by.get(name),
+                index=not spec.multivector,
+            )
+            for name, spec in sorted(existing.vectors.items())
+            if name not in known
+        ]
+        # Our BM25 is filled from the settings the collection records; another tool's sparse vector is left alone.
+        stored_bm25 = metadata.get("bm25") if SPARSE_NAME in existing.sparse_vectors else None
+        bm25 = Bm25.from_dict(stored_bm25) if stored_bm25 is not None and self.layout.owner == "sbert-qdrant" else None
+        slots = [s for s in self.layout.slots if s.kind != "sparse" or bm25 is not None]
+        if bm25 is not None and self.layout.sparse is None:
+            slots.append(VectorSlot(SPARSE_NAME, "sparse", filled_by="bm25"))
+        if not extra and len(slots) == len(self.layout.slots):
+            return self
+        return replace(
+            self,
+            layout=replace(self.layout, slots=(*slots, *extra)),
+            bm25=self.bm25 if self.layout.sparse is not None else bm25,
+            unfilled=frozenset(slot.name for slot in extra),
+        )
 
     def document_encoder(self) -> DocumentEncoder:
         """The encoder, when it can cut documents into chunks (it has a tokenizer) in a layout that stores them."""

@@ -149,7 +149,7 @@ class AsyncTexts:
     ) -> list[Hit]:
         """The ``limit`` texts nearest to a dense vector of the slot ``using`` (``exclude``: a point left out)."""
         context = self.context
-        config = context.config
+        config = await context.config_for(request.using)
         request.refuse("a search by vector", _VECTOR_REFUSED)
         name, encoder = config.encoder_of(request.using)
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -179,7 +179,7 @@ class AsyncTexts:
         """ "More like this": the texts nearest to the stored text ``id`` in the slot ``using``, itself left out."""
         context = self.context
         point = point_id(check_id(id, "id"))
-        name, _ = context.config.encoder_of(request.using)
+        name, _ = (await context.config_for(request.using)).encoder_of(request.using)
         await context.ensure(create=False)
         found = await context.store.retrieve(context.name, name, [point], True)
         if not found or found[0].vector is None or is_chunk(found[0].payload or {}):
@@ -220,10 +220,11 @@ class AsyncTexts:
     async def _search(self, queries: Sequence[str], request: SearchRequest, plan: SearchPlan) -> list[list[Hit]]:
         """The engine's best texts for each query, as many as the request's depth (before any re-ranker)."""
         context = self.context
-        config = context.config
+        config = await context.config_for(request.using, request.rescore)
         depth, threshold = request.depth, request.score_threshold
         texts, selected = check_queries(config, queries, depth, request.query_filter, threshold, plan)
         await context.ensure(create=False)
+        config = context.config  # with the slots the stored collection records
         if not texts:
             return []
         searches = await run_blocking(engine_searches, config, context.bm25, texts, plan)
