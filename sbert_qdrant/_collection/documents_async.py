@@ -7,7 +7,7 @@ Written once, for asyncio; ``tools/unasync.py`` derives ``_documents_sync.py`` (
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -54,6 +54,7 @@ from .search import (
     tie_ordered,
 )
 from .vectors import FIRST_GROUP, point_vectors, show_progress
+from .writes import WriteOptions
 
 #: What a document search cannot apply, and why.
 _TEXT_OPTIONS = {
@@ -75,33 +76,25 @@ class AsyncDocuments:
     async def upsert(
         self,
         documents: Iterable[Any],
-        *,
-        ids: Sequence[Key] | None,
-        payloads: Sequence[Mapping[str, Any] | None] | None,
+        options: WriteOptions,
         chunk_tokens: int | None,
         overlap_tokens: int | None,
-        batch_size: int | None,
-        wait: bool,
-        on_conflict: OnConflict,
-        show_progress_bar: bool | None,
         context_field: str | None,
-        vectors: Sequence[Any] | None,
-        vectors_from: str | None,
-        bulk: bool,
     ) -> UpsertResult:
         """Chunk, embed and store documents; one id per document."""
         context = self.context
         config = context.config
-        batch = config.check_write(batch_size, on_conflict, context.store.upsert_batch)
+        o = options
+        batch = config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch)
         chunking = Chunking.of(config.document_encoder(), chunk_tokens, overlap_tokens, context_field)
-        shape = config.given_vectors(vectors_from, vectors, rows=True)
-        records = checked_batches(documents, ids, payloads, max(1, batch // 8), vectors, shape)
+        shape = config.given_vectors(o.vectors_from, o.vectors, rows=True)
+        records = checked_batches(documents, o.ids, o.payloads, max(1, batch // 8), o.vectors, shape)
         return await write(
             context,
             _groups(records, chunking.prepare, batch),
-            partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
-            bulk=bulk,
-            show_progress=show_progress(config, show_progress_bar),
+            partial(_plan, context, on_conflict=o.on_conflict, wait=o.wait and not o.bulk),
+            bulk=o.bulk,
+            show_progress=show_progress(config, o.show_progress_bar),
             total=operator.length_hint(documents) or None,
             documents=True,
             unit="document",

@@ -32,6 +32,7 @@ from .base_async import AsyncCollectionBase
 from .duplicates import DuplicatePair
 from .filters import engine_filter
 from .reembed_async import point_alias, reembed_into
+from .writes import WriteOptions
 
 __all__ = ["AsyncTextCollection", "DuplicatePair", "list_collections"]
 
@@ -98,18 +99,10 @@ class AsyncTextCollection(AsyncCollectionBase):
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        return await self._texts.upsert(
-            texts,
-            ids=ids,
-            payloads=payloads,
-            batch_size=batch_size,
-            wait=wait,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            vectors=vectors,
-            vectors_from=vectors_from,
-            bulk=bulk,
+        options = WriteOptions(
+            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
+        return await self._texts.upsert(texts, options)
 
     async def reembed(
         self,
@@ -255,21 +248,10 @@ class AsyncTextCollection(AsyncCollectionBase):
         ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
         ``upsert_texts``.
         """
-        return await self._documents.upsert(
-            documents,
-            ids=ids,
-            payloads=payloads,
-            chunk_tokens=chunk_tokens,
-            overlap_tokens=overlap_tokens,
-            batch_size=batch_size,
-            wait=wait,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            context_field=context_field,
-            vectors=vectors,
-            vectors_from=vectors_from,
-            bulk=bulk,
+        options = WriteOptions(
+            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
+        return await self._documents.upsert(documents, options, chunk_tokens, overlap_tokens, context_field)
 
     async def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""

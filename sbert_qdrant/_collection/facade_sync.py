@@ -34,6 +34,7 @@ from .base_sync import CollectionBase
 from .duplicates import DuplicatePair
 from .filters import engine_filter
 from .reembed_sync import point_alias, reembed_into
+from .writes import WriteOptions
 
 __all__ = ["DuplicatePair", "TextCollection", "list_collections"]
 
@@ -100,18 +101,10 @@ class TextCollection(CollectionBase):
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        return self._texts.upsert(
-            texts,
-            ids=ids,
-            payloads=payloads,
-            batch_size=batch_size,
-            wait=wait,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            vectors=vectors,
-            vectors_from=vectors_from,
-            bulk=bulk,
+        options = WriteOptions(
+            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
+        return self._texts.upsert(texts, options)
 
     def reembed(
         self,
@@ -257,21 +250,10 @@ class TextCollection(CollectionBase):
         ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
         ``upsert_texts``.
         """
-        return self._documents.upsert(
-            documents,
-            ids=ids,
-            payloads=payloads,
-            chunk_tokens=chunk_tokens,
-            overlap_tokens=overlap_tokens,
-            batch_size=batch_size,
-            wait=wait,
-            on_conflict=on_conflict,
-            show_progress_bar=show_progress_bar,
-            context_field=context_field,
-            vectors=vectors,
-            vectors_from=vectors_from,
-            bulk=bulk,
+        options = WriteOptions(
+            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
         )
+        return self._documents.upsert(documents, options, chunk_tokens, overlap_tokens, context_field)
 
     def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
         """Delete documents (every chunk) by id; unknown ids are ignored."""

@@ -7,7 +7,7 @@ Written once, for asyncio; ``tools/unasync.py`` derives ``_texts_sync.py`` (what
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -53,6 +53,7 @@ from .search import (
     search_plan,
 )
 from .vectors import point_vectors, show_progress
+from .writes import WriteOptions
 
 #: What a text search cannot apply, and why.
 _DOCUMENT_OPTIONS = {
@@ -77,31 +78,19 @@ class AsyncTexts:
 
     context: AsyncCollectionContext
 
-    async def upsert(
-        self,
-        texts: Iterable[Any],
-        *,
-        ids: Sequence[Key] | None,
-        payloads: Sequence[Mapping[str, Any] | None] | None,
-        batch_size: int | None,
-        wait: bool,
-        on_conflict: OnConflict,
-        show_progress_bar: bool | None,
-        vectors: Sequence[Any] | None,
-        vectors_from: str | None,
-        bulk: bool,
-    ) -> UpsertResult:
+    async def upsert(self, texts: Iterable[Any], options: WriteOptions) -> UpsertResult:
         """Embed (or take as given) and store texts; one id per record."""
         context = self.context
         config = context.config
-        batch = config.check_write(batch_size, on_conflict, context.store.upsert_batch)
-        shape = config.given_vectors(vectors_from, vectors)
+        o = options
+        batch = config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch)
+        shape = config.given_vectors(o.vectors_from, o.vectors)
         return await write(
             context,
-            checked_batches(texts, ids, payloads, batch, vectors, shape, config.layout.reserved),
-            partial(_plan, context, on_conflict=on_conflict, wait=wait and not bulk),
-            bulk=bulk,
-            show_progress=show_progress(config, show_progress_bar),
+            checked_batches(texts, o.ids, o.payloads, batch, o.vectors, shape, config.layout.reserved),
+            partial(_plan, context, on_conflict=o.on_conflict, wait=o.wait and not o.bulk),
+            bulk=o.bulk,
+            show_progress=show_progress(config, o.show_progress_bar),
             total=operator.length_hint(texts) or None,
         )
 

@@ -194,7 +194,7 @@ class CrossEncoder(nn.Module):
 
     def _head(self) -> list[torch.Tensor]:
         """The classification head's parameters (the model's last weight and bias)."""
-        return [p for _, p in self.transformer.model.named_parameters()][-2:]
+        return [p.data for p in self.transformer.model.parameters()][-2:]
 
     @property
     def num_labels(self) -> int:

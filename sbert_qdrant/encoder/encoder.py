@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 import torch
@@ -40,6 +42,25 @@ logger = logging.getLogger(__name__)
 
 #: Prompt names ``encode_document`` looks for, in sentence-transformers' order.
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
+_Encode = TypeVar("_Encode", bound=Callable[..., Any])
+
+
+def _with_prompt(encode: _Encode, name: str, prompt_of: Callable[[Any], str | None], doc: str) -> _Encode:
+    """``encode`` with a role's prompt (``prompt_of(encoder)``) unless the call names one (``prompt_name`` or
+    ``prompt``): ``encode_query`` and ``encode_document``, written once with ``encode``'s signature."""
+    signature = inspect.signature(encode)
+
+    @functools.wraps(encode)
+    def encode_as(*args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(*args, **kwargs)
+        encoder = bound.arguments["self"]
+        if bound.arguments.get("prompt_name") is None and bound.arguments.get("prompt") is None:
+            bound.arguments["prompt_name"] = prompt_of(encoder)
+        return encoder.encode(*bound.args[1:], **bound.kwargs)
+
+    encode_as.__doc__, encode_as.__name__ = doc, name
+    encode_as.__qualname__ = encode.__qualname__.replace("encode", name)
+    return cast(_Encode, encode_as)
 
 
 class SentenceEncoder(nn.Module):
@@ -257,46 +278,24 @@ class SentenceEncoder(nn.Module):
         result = out[0] if single else out
         return torch.from_numpy(result) if convert_to == "torch" else result
 
-    def encode_query(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 32,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        truncate_dim: int | None = None,
-        **st_names: Any,
-    ) -> np.ndarray | torch.Tensor:
-        """``encode`` for search queries: with the model's "query" prompt unless told otherwise."""
-        if prompt_name is None and prompt is None and "query" in self.prompts:
-            prompt_name = "query"
-        return self.encode(
-            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim, **st_names
-        )
-
-    def encode_document(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 32,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        truncate_dim: int | None = None,
-        **st_names: Any,
-    ) -> np.ndarray | torch.Tensor:
-        """``encode`` for searched documents: with the first of the model's "document", "passage", "corpus" prompts."""
-        if prompt_name is None and prompt is None:
-            prompt_name = self._document_prompt_name()
-        return self.encode(
-            texts, batch_size, normalize, show_progress_bar, convert_to, prompt_name, prompt, truncate_dim, **st_names
-        )
-
     def _document_prompt_name(self) -> str | None:
         return next((name for name in _DOCUMENT_PROMPT_NAMES if name in self.prompts), None)
+
+    def _query_prompt_name(self) -> str | None:
+        return "query" if "query" in self.prompts else None
+
+    encode_query = _with_prompt(
+        encode,
+        "encode_query",
+        _query_prompt_name,
+        '``encode`` for search queries: with the model\'s "query" prompt unless told otherwise.',
+    )
+    encode_document = _with_prompt(
+        encode,
+        "encode_document",
+        _document_prompt_name,
+        '``encode`` for searched documents: with the first of the model\'s "document", "passage", "corpus" prompts.',
+    )
 
     @property
     def document_prompt(self) -> str:
