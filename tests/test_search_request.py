@@ -33,7 +33,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _tokens() -> MultiVectorEncoder:
     transformer = testing.tiny_transformer()
-    return MultiVectorEncoder(transformer, Dense(transformer.dimension, 16, bias=False), True, frozenset(), "tiny", 1, "cpu")
+    return MultiVectorEncoder(
+        transformer, Dense(transformer.dimension, 16, bias=False), True, frozenset(), "tiny", 1, "cpu"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,9 @@ def _values(cross: CrossEncoder) -> dict[str, dict[str, Any]]:
     """A valid value away from the default for every option, with the options it needs."""
     return {
         "limit": {"limit": 3},
-        "query_filter": {"query_filter": models.Filter(must=[models.FieldCondition(key="n", range=models.Range(lt=3))])},
+        "query_filter": {
+            "query_filter": models.Filter(must=[models.FieldCondition(key="n", range=models.Range(lt=3))])
+        },
         "score_threshold": {"score_threshold": -1.0},
         "with_payload": {"with_payload": False},
         "with_vectors": {"with_vectors": True},
@@ -201,11 +205,11 @@ def test_the_collection_names_the_argument_of_a_missing_slot(coll: Any, docs: An
 
 def test_errors_use_the_callers_names() -> None:
     flags = {"rerank_weight": "--rerank-weight", "limit": "--limit"}
-    with pytest.raises(InvalidArgumentError, match="--rerank-weight=0.5 needs rerank="):
+    with pytest.raises(InvalidArgumentError, match=r"--rerank-weight=0\.5 needs rerank="):
         SearchRequest.of({"rerank_weight": 0.5}, names=flags)
     with pytest.raises(InvalidArgumentError, match="--limit=0 must"):
         SearchRequest.of({"limit": 0}, names=flags)
-    with pytest.raises(InvalidArgumentError, match="^limit=0 must"):
+    with pytest.raises(InvalidArgumentError, match=r"^limit=0 must"):
         SearchRequest(limit=0)  # the names belong to the call that gave them
     assert SearchRequest.of({"limit": 5, "mode": "dense"}).options() == {"limit": 5}
 
@@ -215,6 +219,7 @@ def test_the_cli_takes_the_options_and_refuses_before_loading(
 ) -> None:
     source = tmp_path / "texts.txt"
     source.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+
     def engine(name: str = "c") -> list[str]:
         return ["--location", str(tmp_path / "q"), "--collection", name, "--device", "cpu", "--no-progress"]
 
@@ -264,7 +269,7 @@ def test_langchain_and_llama_index_take_every_option(coll: Any, docs: Any, cross
     assert len(LlamaRetriever(docs, 2, {"rescore": "tokens", "chunks": 1}).retrieve("learning Python")) == 2
     with pytest.raises(InvalidArgumentError, match="similarity_top_k=0 must be a positive integer"):
         LlamaRetriever(docs, 0)
-    with pytest.raises(InvalidArgumentError, match="rerank_weight=0.5 needs rerank="):
+    with pytest.raises(InvalidArgumentError, match=r"rerank_weight=0\.5 needs rerank="):
         LlamaRetriever(docs, 2, {"rerank_weight": 0.5})
 
 
