@@ -219,6 +219,37 @@ def first_answers(local: Path, query: str, anchor: list[str] | None) -> None:
         print(f"     {what:62s} {shown}")
 
 
+def alternating(local: Path, query: str, anchor: list[str], rounds: int, load: int) -> None:
+    """Section 0b: first finds of ours and the anchor's, alternating ``rounds`` times from fresh spawns, idle and
+    beside ``load`` CPU-bound processes (each a Python busy loop), so that both meet the same moment of the machine."""
+    env = {"QDRANT_LOCAL_PATH": str(local), "COLLECTION_NAME": COLLECTION}
+    burn = [sys.executable, "-c", "while True: pass"]
+    for busy in (0, load):
+        burners = [subprocess.Popen(burn) for _ in range(busy)]
+        try:
+            time.sleep(2 if busy else 0)  # the load established before the first spawn
+            pairs = []
+            for _ in range(rounds):
+                ours = asyncio.run(first_answer(SERVER, env, "qdrant-find", {"query": query}))["qdrant-find"]
+                theirs = asyncio.run(first_answer(anchor, env, "qdrant-find", {"query": query}))["qdrant-find"]
+                pairs.append((ours, theirs))
+            average = os.getloadavg()[0]
+        finally:
+            for burner in burners:
+                burner.kill()
+                burner.wait()
+        shown = " | ".join(f"{o:.2f} / {t:.2f} s ({o / t:.2f}x)" for o, t in pairs)
+        ours_median, theirs_median = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+        print(
+            f"\n0b. first qdrant-find, ours / the anchor's, alternating, {busy} CPU-bound processes beside "
+            f"(load average {average:.2f} at the end)"
+        )
+        print(f"   {shown}")
+        print(
+            f"   median {ours_median:.2f} / {theirs_median:.2f} s: {ours_median / theirs_median:.2f}x, target <= 1.0x"
+        )
+
+
 def write_anchor_layout(path: Path, texts: list[str], encoder: SentenceEncoder) -> None:
     """The sentences as mcp-server-qdrant writes memories: vector ``fast-all-minilm-l6-v2``, the text under
     ``document``, metadata nested, random ids (qdrant-client local mode)."""
@@ -250,6 +281,8 @@ def main() -> None:
     parser.add_argument(
         "--first-only", action="store_true", help="section 0 only: the first answers, ours beside the anchor's"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="alternating first finds, ours and the anchor's")
+    parser.add_argument("--load", type=int, default=2, help="CPU-bound processes beside the loaded rounds")
     args = parser.parse_args()
     print(f"CPU: {cpu_summary()}; python {sys.version.split()[0]}, mcp {version('mcp')}; load {os.getloadavg()}")
     sentences = read_corpus(args.data, args.points + args.queries)
@@ -263,6 +296,8 @@ def main() -> None:
         local = location / "local"
         write_anchor_layout(local, texts, SentenceEncoder.load())
         first_answers(local, queries[0], anchor_command)
+        if anchor_command is not None and args.rounds:
+            alternating(local, queries[0], anchor_command, args.rounds, args.load)
         if args.first_only:
             return
         with TextCollection(COLLECTION, SentenceEncoder.load(), location=location) as collection:

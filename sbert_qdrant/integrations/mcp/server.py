@@ -20,7 +20,6 @@ from pydantic import Field, StrictInt, StringConstraints, ValidationError
 from ... import __version__
 from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, check_text
-from ...search_request import SearchRequest
 from ...types import CountKind, SearchMode
 from . import results
 from .access import auth_options
@@ -142,6 +141,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         chosen: dict[str, Any],
     ) -> dict[str, Any]:
         """A find tool's arguments as one checked SearchRequest (errors in the tool's words), as search options."""
+        from ...search_request import SearchRequest  # imports qdrant-client: not before the server answers
+
         fields = field_filter(settings.field_arguments, field_values or {}, collection.layout)
         options: dict[str, Any] = {
             "limit": limit or settings.search_limit,
