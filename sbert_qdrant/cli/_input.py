@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,11 +28,15 @@ def read_records(
 ) -> Iterator[TextRecord]:
     """Records of a data file (see :mod:`sbert_qdrant.files`); an unusable row raises an error naming file and line.
 
-    The format and the file's existence are checked now, the rows as the records are consumed.
+    The format, the file's existence and its fields (--text-field, --id-field: the header, or the first row) are
+    checked now, before a model loads; the other rows as the records are consumed.
     """
     wanted = [text_field, *([id_field] if id_field is not None else [])]
     rows = read_rows(path, file_format, columns=wanted, fix="pass --text-field (and --id-field) naming its fields")
-    return _records(path, rows, text_field, id_field, payload_fields)
+    first = next(rows, None)
+    return _records(
+        path, rows if first is None else itertools.chain([first], rows), text_field, id_field, payload_fields
+    )
 
 
 def _records(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .collections import _add_engine_options, open_collection
+from ._engine import add_engine_options, open_collection
 
 
 def _adapt(args: argparse.Namespace) -> int:
@@ -89,5 +89,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     adapt.add_argument("--train-tokens", type=int, default=128, help="token limit while training (cost; 128)")
     adapt.add_argument("--pool-depth", type=int, default=10, help="held-out pool: best N hits per query, each mode")
     adapt.add_argument("--seed", type=int, default=42)
-    _add_engine_options(adapt)
+    add_engine_options(adapt)
     adapt.set_defaults(run=_adapt)

@@ -11,82 +11,29 @@ import dataclasses
 import json
 import signal
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import CollectionNotFoundError, InvalidArgumentError, PartialWriteError, UnsupportedError
-from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, QUANTIZATIONS, SCORINGS, SEARCH_MODES
+from ..errors import InvalidArgumentError, PartialWriteError
+from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SCORINGS, SEARCH_MODES
+from ._engine import add_engine_options, check_engine, open_collection, reading
 from ._input import cosine, counted, read_records, where_filter
-from ._load import add_load_options, encoder_spec
+from ._load import encoder_spec
 
 if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no torch, transformers or qdrant-client
     from qdrant_client import models
 
     from ..collection import TextCollection
-    from ..protocols import TextEncoder
     from ..records import UpsertResult
-
-
-def open_collection(args: argparse.Namespace, encoder: TextEncoder | None = None) -> TextCollection:
-    """The collection the command names, with ``encoder`` (None: the model the load flags name); ``--no-sparse``
-    (index) creates a new one without the BM25 vector."""
-    from ..collection import TextCollection
-    from ..settings import Settings
-
-    settings = Settings()
-    encoder = encoder if encoder is not None else encoder_spec(args, settings).load()
-    return TextCollection(
-        args.collection or settings.collection,
-        encoder,
-        location=args.location,
-        url=args.url,
-        settings=settings,
-        show_progress_bar=args.progress,
-        sparse="bm25" if getattr(args, "sparse", True) else None,
-        first_stage_dim=args.first_stage_dim,
-        quantization=args.quantization,
-    )
-
-
-def _engine_words(args: argparse.Namespace) -> str:
-    """The engine as the command line names it: --url or --location, with the value in effect."""
-    from ..settings import Settings
-
-    settings = Settings()
-    if args.url or (args.location is None and settings.qdrant_url):
-        return f"--url {args.url or settings.qdrant_url}"
-    return f"--location {Path(args.location or settings.location).resolve()}"
-
-
-@contextmanager
-def _reading(args: argparse.Namespace) -> Iterator[TextCollection]:
-    """The collection a reading verb names, its failures said in the command line's words."""
-    with open_collection(args) as coll:
-        try:
-            yield coll
-        except CollectionNotFoundError as exc:
-            there = ", ".join(coll.list_collections()) or "none"
-            raise CollectionNotFoundError(
-                f"no collection {coll.collection_name!r} at {_engine_words(args)} (collections there: {there}); "
-                "check --collection and --location / --url, or index a file into it first: sbert-qdrant index FILE "
-                f"--collection {coll.collection_name}."
-            ) from exc
-        except UnsupportedError as exc:
-            if getattr(args, "documents", True) or not coll.count(kind="documents"):
-                raise
-            raise UnsupportedError(
-                f"collection {coll.collection_name!r} holds documents and no texts: add --documents to search them "
-                "(one hit per document)."
-            ) from exc
 
 
 def _index(args: argparse.Namespace) -> int:
     label = ", ".join(args.file)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
     kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
+    check_engine(args, reads=False)
     done = _ray_all_stored(args) if args.ray is not None else None
     if done is not None:  # nothing to encode: no Ray started, no model loaded
         _summary(label, *done, kind)
@@ -277,7 +224,7 @@ def _score_label(args: argparse.Namespace) -> str:
 
 def _search_documents(args: argparse.Namespace) -> int:
     options = _search_options(args)
-    with _reading(args) as coll:
+    with reading(args) as coll:
         found = [coll.search_documents(query, **options) for query in args.query]
     for query, hits in zip(args.query, found, strict=True):
         if args.json:
@@ -297,10 +244,11 @@ def _search_documents(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
+    check_engine(args, reads=True)
     if args.documents:
         return _search_documents(args)
     options = _search_options(args)
-    with _reading(args) as coll:
+    with reading(args) as coll:
         hits = coll.search_texts(args.query, **options)
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
@@ -320,7 +268,8 @@ def _search(args: argparse.Namespace) -> int:
 
 def _dedup(args: argparse.Namespace) -> int:
     records = read_records(Path(args.file), args.format, args.text_field, None, []) if args.file else None
-    with _reading(args) as coll:
+    check_engine(args, reads=records is None)
+    with reading(args) as coll:
         if records is not None:
             coll.upsert_texts(records, on_conflict="skip")
         pairs = coll.mine_duplicates(threshold=args.threshold, top_k=args.top_k, limit=args.limit)
@@ -328,31 +277,10 @@ def _dedup(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(vars(pair), ensure_ascii=False))
         else:
-            print(f"{pair.score:6.3f}  {_clip(pair.text_a, 70)}\n        {_clip(pair.text_b, 70)}")
+            print(f"{pair.score:6.3f}  {pair.id_a}  {_clip(pair.text_a, 70)}")
+            print(f"        {pair.id_b}  {_clip(pair.text_b, 70)}")
     print(f"{len(pairs)} pairs", file=sys.stderr)
     return 0
-
-
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--collection", default=None, help="collection name (default: SBERT_QDRANT_COLLECTION, texts)")
-    parser.add_argument("--location", default=None, help="embedded Qdrant Edge folder (default: SBERT_QDRANT_LOCATION)")
-    parser.add_argument("--url", default=None, help="Qdrant server URL (default: QDRANT_URL); key from QDRANT_API_KEY")
-    add_load_options(parser)
-    parser.add_argument(
-        "--first-stage-dim",
-        type=int,
-        default=None,
-        metavar="N",
-        help="a first-stage slot of each vector's first N values, re-scored by the full vector (as the collection "
-        "was created)",
-    )
-    parser.add_argument(
-        "--quantization",
-        choices=QUANTIZATIONS,
-        default=None,
-        help="storage preset of a new collection (searches re-score its codes by default; not in local mode)",
-    )
-    parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide progress bars")
 
 
 def _add_file_options(parser: argparse.ArgumentParser, ray_formats: Sequence[str] = ()) -> None:
@@ -418,7 +346,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         action="store_false",
         help="create the collection without its BM25 sparse vector (dense search only)",
     )
-    _add_engine_options(index)
+    add_engine_options(index)
     index.set_defaults(run=_index)
 
     search = commands.add_parser("search", help="search a collection by text")
@@ -485,7 +413,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument(
         "--oversampling", type=float, default=None, help="quantized collections: fetch this many times more candidates"
     )
-    _add_engine_options(search)
+    add_engine_options(search)
     search.set_defaults(run=_search)
 
     dedup = commands.add_parser("dedup", help="most similar pairs in a collection (or in a file, indexed first)")
@@ -497,5 +425,5 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     dedup.add_argument("--top-k", type=int, default=5, help="best partners kept per text")
     dedup.add_argument("--limit", type=int, default=50, help="pairs to print")
     dedup.add_argument("--json", action="store_true", help="one JSON object per pair")
-    _add_engine_options(dedup)
+    add_engine_options(dedup)
     dedup.set_defaults(run=_dedup)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidArgumentError
 from ..files import read_columns, read_rows
 from ..types import SEARCH_MODES, LabelKind
-from .collections import _add_engine_options, open_collection
+from ._engine import add_engine_options, open_collection
 
 if TYPE_CHECKING:  # imported when a command runs: --help loads no torch or transformers
     from ..encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder
@@ -407,7 +407,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     mine.add_argument("--min-score", type=float, default=None, help="drop candidates scoring below this")
     mine.add_argument("--absolute-margin", type=float, default=None, help="keep candidates <= positive - margin")
     mine.add_argument("--relative-margin", type=float, default=None, help="keep candidates <= positive * (1 - m)")
-    _add_engine_options(mine)
+    add_engine_options(mine)
     mine.set_defaults(run=_mine)
 
     evaluate = commands.add_parser("evaluate", help="score an encoder on STS, duplicate-pair or retrieval files")
