@@ -55,7 +55,7 @@ from .search import (
     search_plan,
     tie_ordered,
 )
-from .vectors import FIRST_GROUP, point_vectors, show_progress
+from .vectors import FIRST_GROUP, bounded_batch, point_vectors, show_progress
 from .writes import WriteOptions
 
 #: What a document search cannot apply, and why.
@@ -87,7 +87,7 @@ class Documents:
         context = self.context
         config = context.config
         o = options
-        batch = config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch)
+        batch = bounded_batch(config, config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch))
         chunking = Chunking.of(config.document_encoder(), chunk_tokens, overlap_tokens, context_field)
         shape = config.given_vectors(o.vectors_from, o.vectors, rows=True)
         records = checked_batches(documents, o.ids, o.payloads, max(1, batch // 8), o.vectors, shape)

@@ -21,7 +21,7 @@ from .names import check_name
 from .pipeline_async import Step
 from .schema import CollectionConfig
 from .texts_async import plan_points
-from .vectors import show_progress
+from .vectors import bounded_batch, show_progress
 
 
 async def reembed_into(
@@ -64,6 +64,7 @@ async def reembed_into(
         ),
         source.store,
     )
+    batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
     async for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
         records.extend(page)

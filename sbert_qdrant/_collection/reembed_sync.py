@@ -23,7 +23,7 @@ from .names import check_name
 from .pipeline_sync import Step
 from .schema import CollectionConfig
 from .texts_sync import plan_points
-from .vectors import show_progress
+from .vectors import bounded_batch, show_progress
 
 
 def reembed_into(
@@ -66,6 +66,7 @@ def reembed_into(
         ),
         source.store,
     )
+    batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
     for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
         records.extend(page)

@@ -52,7 +52,7 @@ from .search import (
     reranked,
     search_plan,
 )
-from .vectors import point_vectors, show_progress
+from .vectors import bounded_batch, point_vectors, show_progress
 from .writes import WriteOptions
 
 #: What a text search cannot apply, and why.
@@ -83,7 +83,7 @@ class AsyncTexts:
         context = self.context
         config = context.config
         o = options
-        batch = config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch)
+        batch = bounded_batch(config, config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch))
         shape = config.given_vectors(o.vectors_from, o.vectors)
         return await write(
             context,

@@ -54,7 +54,7 @@ from .search import (
     reranked,
     search_plan,
 )
-from .vectors import point_vectors, show_progress
+from .vectors import bounded_batch, point_vectors, show_progress
 from .writes import WriteOptions
 
 #: What a text search cannot apply, and why.
@@ -85,7 +85,7 @@ class Texts:
         context = self.context
         config = context.config
         o = options
-        batch = config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch)
+        batch = bounded_batch(config, config.check_write(o.batch_size, o.on_conflict, context.store.upsert_batch))
         shape = config.given_vectors(o.vectors_from, o.vectors)
         return write(
             context,

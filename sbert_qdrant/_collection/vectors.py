@@ -37,6 +37,32 @@ def _slice(settings: CollectionConfig) -> int:
     return max(PROGRESS_SLICE, 4 * settings.encode_batch_size)
 
 
+#: Bytes of token vectors (float32) one write batch may hold at most, counted at each token slot's token limit: a
+#: raw 384-dim slot at 256 tokens is 393 KB a text, so a batch of the store's 4,096 texts held 1.6 GB (12 GB of
+#: RSS once converted for the engine) where this cap writes 170 at a time.
+MULTIVECTOR_BATCH_BYTES = 64 * 2**20
+#: The token limit assumed for a token encoder that states none.
+_TOKENS_UNSTATED = 512
+
+
+def bounded_batch(settings: CollectionConfig, batch: int) -> int:
+    """``batch`` records (texts, chunks) per write, lowered where the collection's multivector slots would hold more
+    than ``MULTIVECTOR_BATCH_BYTES`` of token vectors at their encoders' token limits (never below 1)."""
+    per_text = sum(_token_limit(encoder) * encoder.dimension * 4 for encoder in settings.token_encoders.values())
+    if per_text == 0:
+        return batch
+    return max(1, min(batch, MULTIVECTOR_BATCH_BYTES // per_text))
+
+
+def _token_limit(encoder: object) -> int:
+    """A token encoder's token limit: its own ``max_seq_length`` or its transformer's (MultiVectorEncoder)."""
+    for owner in (encoder, getattr(encoder, "transformer", None)):
+        limit = getattr(owner, "max_seq_length", None)
+        if isinstance(limit, int) and limit > 0:
+            return limit
+    return _TOKENS_UNSTATED
+
+
 #: Chunks in a documents load's first write: the bar's first move comes after these are encoded.
 FIRST_GROUP = 32
 
