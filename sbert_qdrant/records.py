@@ -385,6 +385,12 @@ def checked_batches(
             f"texts must be a list of str or an iterable of records, not {type(texts).__name__}; "
             "wrap a single text in a list."
         )
+    for name, values in (("ids", ids), ("payloads", payloads), ("vectors", vectors)):
+        if isinstance(values, (str, bytes, Mapping)) or not (values is None or hasattr(values, "__getitem__")):
+            raise InvalidInputError(
+                f"{name}={values!r:.60} must be a list with one item per text, not a {type(values).__name__}; "
+                f"for one text, wrap it: {name}=[...]."
+            )
     if isinstance(texts, Sequence):
         for name, values in (("ids", ids), ("payloads", payloads), ("vectors", vectors)):
             if values is not None and len(values) != len(texts):

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
 from qdrant_client import models
 
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, StoredText
 from ...search_request import SearchOptions, SearchRequest
 
@@ -19,6 +19,12 @@ DOCUMENT_NAMESPACE = uuid.UUID("0b6f3a5e-8a1c-5d4e-9f2b-7c3d1e6a4b90")
 _FILTER_KEYS = frozenset({"must", "should", "must_not", "min_should"})
 #: LangChain's names (VectorStore's and langchain-qdrant's) for search options, by the option each means.
 LANGCHAIN_NAMES = {"k": "limit", "filter": "query_filter", "fetch_k": "candidates", "retrieval_mode": "mode"}
+
+
+#: langchain-qdrant's names for a collection's arguments, by the argument each means.
+LANGCHAIN_COLLECTION_NAMES = {"path": "client", "content_payload_key": "text_field", "sparse_embedding": "sparse"}
+#: The fastembed model langchain-qdrant names for BM25 (``FastEmbedSparse(model_name="Qdrant/bm25")``).
+_BM25_MODEL = "qdrant/bm25"
 
 
 class LangChainSearchOptions(SearchOptions, total=False):
@@ -55,6 +61,48 @@ def search_request(*layers: Mapping[str, Any]) -> SearchRequest:
             if key != option:
                 names[option] = key
     return SearchRequest.of(options, names=names)
+
+
+def collection_args(options: Mapping[str, Any], writes: bool, client_type: Callable[..., Any]) -> dict[str, Any]:
+    """A collection's arguments in langchain-qdrant's names or ours: ``path`` is qdrant-client's local mode in that
+    folder, as there (``client=client_type(path=...)``, so their collections are read as they are);
+    ``content_payload_key`` is ``text_field`` (a collection that ``writes`` keeps its text under ours, ``"text"``);
+    a ``sparse_embedding`` naming BM25 is ``sparse="bm25"`` (computed by the collection; another sparse model
+    refused)."""
+    out = {k: v for k, v in options.items() if k not in LANGCHAIN_COLLECTION_NAMES}
+    for theirs, ours in LANGCHAIN_COLLECTION_NAMES.items():
+        if theirs not in options:
+            continue
+        clash = ("location", "url", "client") if theirs == "path" else (ours,)
+        given = [name for name in clash if name in options]
+        if given:
+            raise InvalidArgumentError(f"{theirs}= and {given[0]}= both say where the collection is; pass one.")
+        value = options[theirs]
+        if theirs == "sparse_embedding":
+            if value is None:
+                continue  # langchain-qdrant's dense-only default; a collection here keeps its BM25 slot
+            value = _sparse(value)
+        out[ours] = client_type(path=str(value)) if theirs == "path" else value
+    text_field = out.get("text_field", "text")
+    if writes and text_field != "text":
+        raise UnsupportedError(
+            f"content_payload_key={text_field!r}: a store created here writes sbert-qdrant's layout, its text under "
+            "'text'; drop content_payload_key= to create one, or read a langchain-qdrant collection as it is with "
+            f"from_existing_collection(..., content_payload_key={text_field!r}, vector_name='') (read-only)."
+        )
+    return out
+
+
+def _sparse(embedding: object) -> str:
+    """``"bm25"`` for langchain-qdrant's BM25 sparse embedding (``FastEmbedSparse(model_name="Qdrant/bm25")``)."""
+    model = getattr(embedding, "model_name", None) or getattr(getattr(embedding, "_model", None), "model_name", None)
+    if embedding == "bm25" or (isinstance(model, str) and model.lower() == _BM25_MODEL):
+        return "bm25"
+    raise UnsupportedError(
+        f"sparse_embedding={type(embedding).__name__}({model or '?'}) is not supported: sbert-qdrant's sparse vectors "
+        "are BM25, computed by the collection (sparse='bm25', the default, for retrieval_mode=RetrievalMode.HYBRID "
+        "or SPARSE); drop sparse_embedding=, or pass FastEmbedSparse(model_name='Qdrant/bm25')."
+    )
 
 
 def is_search_option(name: str) -> bool:

@@ -20,6 +20,7 @@ from ...errors import CollectionNotFoundError, InvalidArgumentError, Unsupported
 from ...records import Hit
 from ._records import (
     LangChainSearchOptions,
+    collection_args,
     delete_args,
     is_search_option,
     search_request,
@@ -69,6 +70,8 @@ class SbertQdrantVectorStore(VectorStore):
         self.async_collection = async_collection
         self.search_options: dict[str, Any] = search_request(search_options).options()
         self._embeddings: Embeddings | None = None
+        #: The local-mode client opened for langchain-qdrant's ``path=`` (closed with the store).
+        self._own_client: Any = None
 
     def __repr__(self) -> str:
         return f"SbertQdrantVectorStore({self._any!r}, mode={self.search_options.get('mode', 'dense')!r})"
@@ -290,18 +293,12 @@ class SbertQdrantVectorStore(VectorStore):
         Embeddings through a LangChainEncoder) and add the texts to it. collection_options: TextCollection's
         (``sparse=``, ``distance=``, ``payload_indexes=``, ...) and the store's search options (``mode=``,
         ``retrieval_mode=``, ``rerank=``, ...)."""
-        searches, collection_options = _split(collection_options)
-        collection = TextCollection(
-            collection_name,
-            as_encoder(embedding),
-            location=location,
-            url=url,
-            api_key=api_key,
-            client=client,
-            **collection_options,
-        )
+        engine = {"location": location, "url": url, "client": client}
+        searches, collection_options = _split(collection_options, engine, writes=True, client_type=QdrantClient)
+        collection = TextCollection(collection_name, as_encoder(embedding), api_key=api_key, **collection_options)
         store = cls(collection, **searches)
         store._embeddings = embedding
+        store._own_client = collection_options.get("client") if client is None else None
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
@@ -321,12 +318,12 @@ class SbertQdrantVectorStore(VectorStore):
         encoder that wrote it) for ``embedding`` (None: the configured default model); a missing one raises
         ``CollectionNotFoundError`` naming the collections there."""
         encoder = as_encoder(embedding) if embedding is not None else None
-        searches, collection_options = _split(collection_options)
-        collection = TextCollection(
-            collection_name, encoder, location=location, url=url, api_key=api_key, client=client, **collection_options
-        )
+        engine = {"location": location, "url": url, "client": client}
+        searches, collection_options = _split(collection_options, engine, writes=False, client_type=QdrantClient)
+        collection = TextCollection(collection_name, encoder, api_key=api_key, **collection_options)
         collection.count()  # opens and checks it: a missing collection or another model is refused here
         store = cls(collection, **searches)
+        store._own_client = collection_options.get("client") if client is None else None
         if embedding is not None:
             store._embeddings = embedding
         return store
@@ -347,37 +344,39 @@ class SbertQdrantVectorStore(VectorStore):
         **collection_options: Any,
     ) -> SbertQdrantVectorStore:
         """``from_texts`` for asyncio: an AsyncTextCollection (async methods only)."""
-        searches, collection_options = _split(collection_options)
-        collection = AsyncTextCollection(
-            collection_name,
-            as_encoder(embedding),
-            location=location,
-            url=url,
-            api_key=api_key,
-            client=client,
-            **collection_options,
-        )
+        engine = {"location": location, "url": url, "client": client}
+        searches, collection_options = _split(collection_options, engine, writes=True, client_type=AsyncQdrantClient)
+        collection = AsyncTextCollection(collection_name, as_encoder(embedding), api_key=api_key, **collection_options)
         store = cls(collection, **searches)
         store._embeddings = embedding
+        store._own_client = collection_options.get("client") if client is None else None
         await store.aadd_texts(texts, metadatas, ids=ids)
         return store
 
     def close(self) -> None:
-        """Close the sync collection (an Edge folder's lock, a client it opened)."""
+        """Close the sync collection (an Edge folder's lock, a client it opened, the one ``path=`` opened)."""
         if self.collection is not None:
             self.collection.close()
+            if self._own_client is not None:
+                self._own_client.close()
 
     async def aclose(self) -> None:
         """Close the async collection, and the sync one."""
         if self.async_collection is not None:
             await self.async_collection.close()
+            if self._own_client is not None and self.collection is None:
+                await self._own_client.close()
         self.close()
 
 
-def _split(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A constructor's keyword options split into the store's search options and the collection's."""
+def _split(
+    options: dict[str, Any], engine: dict[str, Any], writes: bool, client_type: Callable[..., Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A constructor's keyword options split into the store's search options and the collection's arguments (in
+    langchain-qdrant's names or ours: ``collection_args``), the ``engine`` arguments given among them."""
     searches = {k: v for k, v in options.items() if is_search_option(k)}
-    return searches, {k: v for k, v in options.items() if k not in searches}
+    rest = {k: v for k, v in options.items() if k not in searches} | {k: v for k, v in engine.items() if v is not None}
+    return searches, collection_args(rest, writes, client_type)
 
 
 def _scored(search: Callable[[], list[Hit]]) -> list[tuple[Document, float]]:
