@@ -4,7 +4,12 @@ none has to subclass SentenceEncoder (an adapter over LangChain embeddings, a re
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 from typing import Any, Protocol, runtime_checkable
+
+#: Set by a caller that encodes one request in several calls (a collection's write): an encoder that cuts texts to
+#: its token limit adds their number here instead of warning on each call, and the caller warns once.
+truncated_tally: ContextVar[list[int] | None] = ContextVar("sbert_qdrant_truncated_tally", default=None)
 
 
 @runtime_checkable

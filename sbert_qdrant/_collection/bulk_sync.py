@@ -9,18 +9,21 @@ edit that file, then run ``make generate``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TypeVar
 
 from qdrant_client import models
 
+from ..protocols import truncated_tally
 from ..records import UpsertResult
 from .context_sync import CollectionContext
 from .pipeline_sync import Pipeline, Step
 from .schema import paused_indexing, with_paused_indexing
 
 B = TypeVar("B")
+logger = logging.getLogger("sbert_qdrant.collection")
 
 #: Matches no point: the filter of the barrier write that ends a bulk load.
 _NOTHING = models.Filter(must=[models.HasIdCondition(has_id=["00000000-0000-0000-0000-000000000000"])])
@@ -41,12 +44,34 @@ def write(
     collection is created (and marked as holding ``documents``) once the first batch has passed its checks."""
     start = partial(_start, context, bulk, documents)
     pipeline = Pipeline(context.name, plan, start, show_progress, unit, total)
-    result = pipeline.run(batches)
+    tally = [0]  # texts the encoder cut to its token limit, over every encode call of this write
+    token = truncated_tally.set(tally)
+    try:
+        result = pipeline.run(batches)
+    finally:
+        truncated_tally.reset(token)
+        _warn_truncated(context, tally[0], unit)
     if bulk:
         # A point operation with wait=True returns once every earlier write of each shard's queue is applied.
         context.store.delete(context.name, None, _NOTHING, True)
         resume_and_optimize(context)
     return result
+
+
+def _warn_truncated(context: CollectionContext, cut: int, unit: str) -> None:
+    """One warning for a whole write, however many encode calls it took."""
+    if cut:
+        limit = getattr(context.config.encoder, "max_seq_length", None)
+        fix = "; store long texts with upsert_documents, which cuts them into chunks" if unit == "text" else ""
+        logger.warning(
+            "%d %s of this write to collection %r were longer than the encoder's token limit (max_seq_length=%s) "
+            "and were truncated%s.",
+            cut,
+            "chunks" if unit == "document" else "texts",
+            context.name,
+            limit,
+            fix,
+        )
 
 
 def _start(context: CollectionContext, bulk: bool, documents: bool) -> None:

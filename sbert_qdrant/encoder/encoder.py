@@ -17,6 +17,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
+from ..protocols import truncated_tally
 from ..types import Precision
 from .base import EncoderModule, Features
 from .feed import TokenFeed
@@ -399,6 +400,10 @@ class SentenceEncoder(nn.Module):
     def _warn_truncated(self, cut: int, count: int) -> None:
         if cut:
             self.truncated_count += cut
+            tally = truncated_tally.get()
+            if tally is not None:  # one request encoded in several calls: its caller warns once
+                tally[0] += cut
+                return
             logger.warning(
                 "%d of %d texts were longer than max_seq_length=%d tokens and were truncated "
                 "(%d so far on this encoder).",

@@ -1,0 +1,38 @@
+"""What a long write says (issue 56): one truncation warning per call, with the count, however many encode calls
+the write takes; a progress bar when asked for (``show_progress_bar=True``) or when logging is at INFO, as
+sentence-transformers' ``encode`` decides."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from flavours import Engines
+
+from sbert_qdrant import testing
+
+#: More than one encode call's worth of texts (the collection encodes a write's batch in slices of 256).
+LONG = [f"{'word ' * 60}{i}" for i in range(300)]
+
+
+def test_one_truncation_warning_per_write_with_the_count(make: Engines, caplog: pytest.LogCaptureFixture) -> None:
+    coll = make.open(testing.tiny_encoder(), encode_batch_size=8)
+    with caplog.at_level(logging.WARNING):
+        coll.upsert_texts([*LONG, "short"])
+    warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert warnings[0].startswith("300 texts of this write") and "max_seq_length=32" in warnings[0]
+
+
+def test_a_progress_bar_when_asked_or_at_info(make: Engines, capsys: pytest.CaptureFixture[str]) -> None:
+    coll = make.open(testing.tiny_encoder())
+    coll.upsert_texts(LONG[:40], show_progress_bar=True)
+    assert "Upserting" in capsys.readouterr().err
+    coll.upsert_texts(LONG[40:80])  # None: logging at WARNING, as in a script that sets none
+    assert "Upserting" not in capsys.readouterr().err
+    logging.getLogger("sbert_qdrant.collection").setLevel(logging.INFO)
+    try:
+        coll.upsert_texts(LONG[80:120])
+    finally:
+        logging.getLogger("sbert_qdrant.collection").setLevel(logging.NOTSET)
+    assert "Upserting" in capsys.readouterr().err
