@@ -34,10 +34,12 @@ from .losses import (
     TripletLoss,
     make_batch,
 )
+from .stage_guard import STAGE_MARGIN, StageCheck, check_stage, split_labelled
 from .trainer import Trainer, TrainingConfig, TrainingResult, warmup_linear
 
 __all__ = [
     "NLI_LABELS",
+    "STAGE_MARGIN",
     "Batch",
     "CheckpointError",
     "CoSENTLoss",
@@ -61,10 +63,12 @@ __all__ = [
     "STSEvaluator",
     "SentenceObjective",
     "SoftmaxLoss",
+    "StageCheck",
     "Trainer",
     "TrainingConfig",
     "TrainingResult",
     "TripletLoss",
+    "check_stage",
     "make_batch",
     "mine_hard_negatives",
     "read_binary_pairs",
@@ -72,5 +76,6 @@ __all__ = [
     "read_nli",
     "read_scored_pairs",
     "read_texts",
+    "split_labelled",
     "warmup_linear",
 ]

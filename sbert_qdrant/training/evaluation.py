@@ -120,7 +120,8 @@ class TextSearcher(Protocol):
     def search_text(self, query: str, limit: int = 10) -> Sequence[Any]: ...
 
 
-def _ranking_metrics(ranked: Sequence[Hashable], relevant: set[Hashable], k_values: Iterable[int]) -> dict[str, float]:
+def ranking_metrics(ranked: Sequence[Hashable], relevant: set[Hashable], k_values: Iterable[int]) -> dict[str, float]:
+    """MRR@10, nDCG@10 and recall@k (fractions) of one ranked list of ids against its relevant ids."""
     hits = [doc in relevant for doc in ranked]
     first = next((rank for rank, hit in enumerate(hits[:10], start=1) if hit), None)
     dcg = sum(1 / math.log2(rank + 1) for rank, hit in enumerate(hits[:10], start=1) if hit)
@@ -210,6 +211,6 @@ class RetrievalEvaluator:
                     close()
         totals: dict[str, float] = {}
         for docs, query_id in zip(ranked, self.queries, strict=True):
-            for name, value in _ranking_metrics(docs, self.relevant[query_id], self.k_values).items():
+            for name, value in ranking_metrics(docs, self.relevant[query_id], self.k_values).items():
                 totals[name] = totals.get(name, 0.0) + value
         return {name: 100 * value / len(self.queries) for name, value in totals.items()}
