@@ -102,7 +102,8 @@ class CollectionBase:
 
     @property
     def layout(self) -> PointLayout:
-        """Where a point keeps what: the vector slots (filled: sizes and encoders) and payload fields."""
+        """Where a point keeps what: the vector slots (filled: sizes and encoders) and payload fields; once the
+        collection has been read or written, also every slot it records beyond those opened with."""
         return self._ctx.config.layout
 
     @property
