@@ -8,6 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from sbert_qdrant import (
@@ -18,9 +19,9 @@ from sbert_qdrant import (
     TextCollection,
     testing,
 )
-from sbert_qdrant.adaptation import CorpusAdaptation
+from sbert_qdrant.adaptation import CorpusAdaptation, adapt_to_corpus
 from sbert_qdrant.cli import main
-from sbert_qdrant.training.pseudo_queries import PseudoQueries, pseudo_queries
+from sbert_qdrant.training.pseudo_queries import PseudoQueries, harder_queries, pseudo_queries
 
 DATA = Path(__file__).parent / "data"
 ROWS = [json.loads(line) for line in (DATA / "scifact_sample.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -177,6 +178,10 @@ def test_adapt_corpus_command(encoder: SentenceEncoder, tmp_path: Path, capsys: 
         "--mine-range",
         "5",
         "40",
+        "--held-out-min-rank",
+        "1",
+        "--min-gain",
+        "-100",  # the tiny random model gains nothing to speak of: keep it anyway, to test the re-embedding
     ]
     argv += ["--reembed-into", "adapted", "--no-progress"]
     assert main(argv) == 0
@@ -203,3 +208,41 @@ def test_the_report_cautions_where_the_held_out_sample_is_too_easy(tmp_path: Pat
     assert harder.saturated_modes == ["hybrid"] and "caution: held-out hybrid scored" in harder.report()
     unsaturated = replace(result, before={"dense": 80.0, "hybrid": 90.0}).report()
     assert "caution: held-out" not in unsaturated and "note: held-out figures are on pseudo-queries" in unsaturated
+
+
+def test_held_out_queries_are_made_harder(titled: Any) -> None:
+    found = pseudo_queries(titled, max_pairs=40, sentence_choice="last")
+    hard = harder_queries(titled, found.pairs, word_dropout=0.8, min_rank=2)  # 60 texts: BM25 finds most
+    assert hard.pairs and hard.too_easy > 0 and len(hard.pairs) + hard.too_easy + hard.too_short == len(found.pairs)
+    ranks = titled.search_texts([p.query for p in hard.pairs], limit=10, mode="sparse")
+    assert all(not hits or hits[0].id != p.positive for p, hits in zip(hard.pairs, ranks, strict=True))
+    assert len(harder_queries(titled, found.pairs, word_dropout=0, min_rank=1).pairs) == len(found.pairs)
+    with pytest.raises(InvalidArgumentError, match="word_dropout=1"):
+        harder_queries(titled, found.pairs, word_dropout=1)
+
+
+@pytest.mark.parametrize("documents", [False, True])
+def test_adaptation_keeps_the_base_model_without_a_gain_and_reads_documents(
+    encoder: SentenceEncoder, tmp_path: Path, documents: bool
+) -> None:
+    with TextCollection("corpus", encoder, location=tmp_path / "edge", show_progress_bar=False) as coll:
+        write = coll.upsert_documents if documents else coll.upsert_texts
+        write(list(TEXTS.values()), ids=list(TEXTS), payloads=[{"title": row["title"]} for row in DOCS])
+        result = adapt_to_corpus(
+            coll,
+            encoder,
+            tmp_path / "out",
+            held_out=6,
+            max_pairs=40,
+            sentence_choice="last",
+            mine_range=(3, 40),
+            batch_size=8,
+            held_out_min_rank=1,
+            min_gain=100.0,  # no model gains 100 points: the base model is kept
+            reembed_into="never",
+        )
+        assert result.documents is documents and not result.kept and result.reembedded_into is None
+        assert "gained less than +100.00" in result.reason or "too easy" in result.reason
+        assert "kept the base model" in result.report() and ("documents" in result.report()) is documents
+    kept = SentenceEncoder.load(tmp_path / "out", device="cpu", precision="fp32")
+    assert np.allclose(kept.encode(["a claim"]), encoder.encode(["a claim"]), atol=1e-5)  # the base model, unchanged

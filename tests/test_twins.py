@@ -30,6 +30,7 @@ DOCUMENTED = {
     "upsert_documents",
     "delete_documents",
     "get_document",
+    "scroll_documents",
     "stored_ids",
     "search_documents",
     "find_duplicates",

@@ -25,6 +25,7 @@ from ..documents import (
     chunks_only,
     document_hit,
     documents_filter,
+    first_chunks_only,
     is_stored,
     stale_filter,
     stored_document,
@@ -47,6 +48,7 @@ from .context_async import AsyncCollectionContext
 from .pipeline_async import Step
 from .runtime_async import run_blocking
 from .search import (
+    check_limit,
     check_queries,
     engine_searches,
     reranked_documents,
@@ -121,6 +123,22 @@ class AsyncDocuments:
         count = int(first[0].payload[DOCUMENT_KEY]["chunks"])
         found = await context.store.retrieve(name, vector, [chunk_point_id(key, i) for i in range(count)], False)
         return stored_document([r.payload for r in found if r.payload])
+
+    async def scroll(self, limit: int, offset: Key | None) -> tuple[list[StoredDocument], Key | None]:
+        """A page of stored documents in their first chunk's point-id order, from the document ``offset`` on, and the
+        id of the document the next page starts at."""
+        context = self.context
+        check_limit(limit)
+        start = chunk_point_id(check_id(offset, "offset"), 0) if offset is not None else None
+        await context.ensure(create=False)
+        name, vector = context.name, context.config.vector_name
+        first: list[Any] = []
+        async for page in context.store.scroll(name, vector, False, limit + 1, first_chunks_only(None), start):
+            first = page
+            break
+        keys = [r.payload[DOCUMENT_KEY]["id"] for r in first if r.payload]
+        found = [await self.get(key) for key in keys[:limit]]
+        return [d for d in found if d is not None], (keys[limit] if len(keys) > limit else None)
 
     async def search(self, query: str, request: SearchRequest) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query`` after the first ``offset``, one hit each, with up to

@@ -261,6 +261,13 @@ class AsyncTextCollection(AsyncCollectionBase):
         """A stored document, its text rebuilt from its chunks, or None."""
         return await self._documents.get(id)
 
+    async def scroll_documents(
+        self, limit: int = 10, offset: Key | None = None
+    ) -> tuple[list[StoredDocument], Key | None]:
+        """A page of stored documents (texts rebuilt from their chunks) and the id of the document the next page
+        starts at (None: no more), as ``scroll`` for texts: pass it back as ``offset``."""
+        return await self._documents.scroll(limit, offset)
+
     @takes_search_options
     async def search_documents(
         self, query: str, limit: int = 10, **options: Unpack[SearchOptions]

@@ -263,6 +263,11 @@ class TextCollection(CollectionBase):
         """A stored document, its text rebuilt from its chunks, or None."""
         return self._documents.get(id)
 
+    def scroll_documents(self, limit: int = 10, offset: Key | None = None) -> tuple[list[StoredDocument], Key | None]:
+        """A page of stored documents (texts rebuilt from their chunks) and the id of the document the next page
+        starts at (None: no more), as ``scroll`` for texts: pass it back as ``offset``."""
+        return self._documents.scroll(limit, offset)
+
     @takes_search_options
     def search_documents(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.

@@ -1,5 +1,6 @@
-"""``sbert-qdrant adapt-corpus``: adapt the collection's model to its own texts with no labelled questions
-(``sbert_qdrant.adaptation.adapt_to_corpus``), reporting before and after on a held-out sample."""
+"""``sbert-qdrant adapt-corpus``: adapt the collection's model to its own texts (or documents) with no labelled
+questions (``sbert_qdrant.adaptation.adapt_to_corpus``), reporting before and after on a held-out sample; the base
+model is kept, saying why, where the held-out sample shows no gain."""
 
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ def _adapt(args: argparse.Namespace) -> int:
             learning_rate=args.lr,
             train_tokens=args.train_tokens,
             pool_depth=args.pool_depth,
+            held_out_dropout=args.held_out_dropout,
+            held_out_min_rank=args.held_out_min_rank,
+            min_gain=args.min_gain,
             seed=args.seed,
             reembed_into=args.reembed_into,
             show_progress_bar=args.progress,
@@ -88,6 +92,21 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     adapt.add_argument("--lr", type=float, default=2e-5)
     adapt.add_argument("--train-tokens", type=int, default=128, help="token limit while training (cost; 128)")
     adapt.add_argument("--pool-depth", type=int, default=10, help="held-out pool: best N hits per query, each mode")
+    adapt.add_argument(
+        "--held-out-dropout", type=float, default=0.5, help="held-out queries: drop each word with this probability"
+    )
+    adapt.add_argument(
+        "--held-out-min-rank",
+        type=int,
+        default=2,
+        help="held-out queries: only those whose text BM25 ranks this low or misses (2; 1: every one)",
+    )
+    adapt.add_argument(
+        "--min-gain",
+        type=float,
+        default=0.5,
+        help="held-out nDCG@10 every mode must gain, else the base model is kept (0.5)",
+    )
     adapt.add_argument("--seed", type=int, default=42)
     add_engine_options(adapt)
     adapt.set_defaults(run=_adapt)

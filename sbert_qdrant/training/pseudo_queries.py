@@ -276,3 +276,45 @@ def _confirmed(
             kept.extend(confirmed)
             progress.update(len(confirmed))
     return kept, unconfirmed, too_easy
+
+
+@dataclass(frozen=True)
+class HardQueries:
+    """Held-out pseudo-queries made harder: ``pairs`` kept (BM25 ranks their text ``min_rank`` or lower, or misses
+    it), and how many were dropped as too easy or too short after word dropout."""
+
+    pairs: list[PseudoQuery]
+    too_easy: int
+    too_short: int
+
+
+def harder_queries(
+    collection: PseudoQuerySource,
+    pairs: Sequence[PseudoQuery],
+    *,
+    word_dropout: float = 0.5,
+    min_rank: int = 2,
+    depth: int = 10,
+    min_query_words: int = 3,
+    seed: int = 42,
+    batch_size: int = 64,
+) -> HardQueries:
+    """``pairs`` with each query word dropped with probability ``word_dropout`` (as a real question shares fewer words
+    with its answer), kept where BM25 ranks the text ``min_rank`` or lower, or not in its ``depth`` best: a check
+    that BM25's own words settle says little about a dense model."""
+    if not 0 <= word_dropout < 1:
+        raise InvalidArgumentError(f"word_dropout={word_dropout!r} must be in 0..1 (0: none).")
+    if isinstance(min_rank, bool) or not isinstance(min_rank, int) or min_rank < 1:
+        raise InvalidArgumentError(f"min_rank={min_rank!r} must be a positive integer (1: keep every pair).")
+    rng = random.Random(seed)
+    shortened = [_dropped(p, word_dropout, min_query_words, rng) if word_dropout else p for p in pairs]
+    candidates = [p for p in shortened if p is not None]
+    kept: list[PseudoQuery] = []
+    for start in range(0, len(candidates), batch_size):
+        batch = candidates[start : start + batch_size]
+        results = collection.search_texts([p.query for p in batch], limit=depth, mode="sparse")
+        for pair, hits in zip(batch, results, strict=True):
+            rank = next((i for i, hit in enumerate(hits, 1) if hit.id == pair.positive), None)
+            if rank is None or rank >= min_rank:
+                kept.append(pair)
+    return HardQueries(kept, len(candidates) - len(kept), len(pairs) - len(candidates))
