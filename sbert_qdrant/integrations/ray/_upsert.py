@@ -58,22 +58,25 @@ def upsert_dataset(
 ) -> UpsertResult:
     """Encode a dataset's texts on ``actors`` Ray actors and store them in ``collection``, as ``upsert_texts`` would.
 
-    Each actor loads ``model`` (a folder or hub id; None: ``SBERT_QDRANT_MODEL``, else the default model) once with
-    the load options ``device=`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best), ``precision=`` (None:
-    ``SBERT_QDRANT_PRECISION``, else "auto": fp16 on a GPU) and ``truncate_dim=`` (``LoadOptions``), as
-    ``load_encoder`` does, with this process's settings (one ``EncoderSpec``, sent to every actor); it must be the
-    collection's encoder (its identity is checked, another is refused by name). Each actor holds
+    Each actor loads the collection's own encoder once (one ``EncoderSpec``, sent to every actor: its model folder,
+    precision, "auto" where it chose it, ``truncate_dim`` and text length), or ``model`` (a folder or hub id) where
+    given; ``device=`` (None: ``SBERT_QDRANT_DEVICE``, else the actor's best). A ``precision=`` or ``truncate_dim=``
+    (``LoadOptions``) other than the collection encoder's is refused, as vectors of another model are (its identity
+    is checked too, another refused by name); where the encoder cannot tell how it was loaded (not from a
+    folder), the actors load as ``load_encoder`` does, with this process's settings. Each actor holds
     ``cpus_per_actor`` CPUs (its torch threads) and ``gpus_per_actor`` GPUs; a pool the cluster cannot hold next to
     the read and write tasks (``read_files`` reads, and the workers write, on no CPU) is refused with the numbers
     before any work. ``batch_size`` rows go to an actor at a time, and into one write.
     Payloads: the ``payload_columns`` (None: every other column). Writes: the encoded batches stream to this
     process, which writes them into ``collection`` (embedded Qdrant Edge allows one writer; local mode and a server
     too), one id per row in the dataset's order; with ``url=`` (a Qdrant server) the workers write in parallel
-    instead (``QdrantDatasink``). ``on_conflict="skip"``: the dataset's ids are looked up first (a repeated id is
-    refused before any work), the stored rows are dropped where the dataset is read, before any actor, and a run with
-    nothing missing returns without starting one. ``bulk=True``: as in ``upsert_texts`` (a server's indexing paused
+    instead (``QdrantDatasink``, each write task opening the collection from plain values: no model pickled). Ids of
+    the ``id_column`` are read first, in every conflict mode: a repeated one is refused before any work.
+    ``on_conflict="skip"``: the stored ids are looked up then, the stored rows dropped where the dataset is read,
+    before any actor, and a run with nothing missing returns without starting one. A SIGINT stops the run promptly
+    (``KeyboardInterrupt``); what was written stays. ``bulk=True``: as in ``upsert_texts`` (a server's indexing paused
     during the load; one writer only).
-    Bad rows (blank or non-str text, repeated id) stop the run with an error naming the row; what was written stays
+    Bad rows (blank or non-str text) stop the run with an error naming the row; what was written stays
     (a ``PartialWriteError`` lists it) and a re-run writes the rest.
     """
     pool = Pool(actors, cpus_per_actor, gpus_per_actor, batch_size)
