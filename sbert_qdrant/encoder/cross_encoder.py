@@ -20,9 +20,11 @@ from ..types import Precision
 from .base import Features
 from .cross_loading import (
     ACTIVATION_PATHS,
+    RERANK_EXACT_GRADE_LOSS,
     Activation,
     default_activation,
     new_classifier,
+    ranges_file,
     read_cross_encoder,
     transformer_folder,
     write_cross_encoder,
@@ -31,6 +33,7 @@ from .encoder import _checked_texts
 from .feed import TokenFeed
 from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
+from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
 from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
@@ -82,6 +85,7 @@ class CrossEncoder(nn.Module):
         precision: Precision = "fp32",
         activation: Activation | None = None,
         calibration_pairs: Sequence[tuple[str, str]] | None = None,
+        int8_ranges: ActivationRanges | None = None,
     ) -> None:
         super().__init__()
         if not type(transformer.model).__name__.endswith("ForSequenceClassification"):
@@ -98,12 +102,20 @@ class CrossEncoder(nn.Module):
         pairs = checked_calibration(
             calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
         )
-        chosen = resolve_precision(precision, target)  # no cross-encoder ships an int8 calibration: auto never int8
+        # "auto" picks static int8 only with ranges certified for these weights on this CPU's ISA (certify_int8)
+        exact = int8_ranges is not None and int8_ranges.exact_grade(int8_isa(), RERANK_EXACT_GRADE_LOSS)
+        chosen = resolve_precision(precision, target, exact_int8=exact)
         self._int8 = None
+        #: Certified int8 ranges and the weights digest they belong to: written by ``save`` while they still match.
+        self._certified: tuple[str, ActivationRanges] | None = None
+        if int8_ranges is not None:
+            self._certified = (weights_digest(transformer), int8_ranges)
         if chosen == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
             self.device = torch.device("cpu")
             digest = weights_digest(transformer)
-            self._int8 = Int8Plan(transformer.model, digest, pairs, self._calibration_batches, self.forward)
+            self._int8 = Int8Plan(
+                transformer.model, digest, pairs, self._calibration_batches, self.forward, int8_ranges
+            )
         self.device = target
         place(self, transformer.model, target, chosen, self._int8)
         self.precision = cast(Precision, chosen)
@@ -119,6 +131,15 @@ class CrossEncoder(nn.Module):
     def int8_mode(self) -> Literal["static", "dynamic"] | None:
         """ "static" or "dynamic" at precision "int8" (static also while waiting for pairs to calibrate on)."""
         return None if self._int8 is None else self._int8.mode
+
+    @property
+    def int8_ranges(self) -> ActivationRanges | None:
+        """The activation ranges static int8 runs with (None: not static int8, or not calibrated yet)."""
+        return None if self._int8 is None else self._int8.ranges
+
+    def keep_int8_ranges(self, ranges: ActivationRanges) -> None:
+        """Keep int8 ranges certified for the current weights (``certify_int8``), for ``save`` to write."""
+        self._certified = (weights_digest(self.transformer), ranges)
 
     @classmethod
     def load(
@@ -150,8 +171,16 @@ class CrossEncoder(nn.Module):
         transformer, activation, model_config = read_cross_encoder(folder, trust_remote_code=trust_remote_code)
         if max_seq_length is not None:
             transformer.set_max_seq_length(max_seq_length)
+        certified = None
+        if any(folder.glob("int8_ranges-*.safetensors")):  # hashing the weights only where a folder has some
+            certified = ActivationRanges.read(ranges_file(folder, weights_digest(transformer)))
         cross_encoder = cls(
-            transformer, device=device, precision=precision, activation=activation, calibration_pairs=calibration_pairs
+            transformer,
+            device=device,
+            precision=precision,
+            activation=activation,
+            calibration_pairs=calibration_pairs,
+            int8_ranges=certified,
         )
         cross_encoder._model_config = model_config
         return cross_encoder
@@ -401,6 +430,8 @@ class CrossEncoder(nn.Module):
                 "an int8-quantized cross-encoder cannot be saved; load it with precision='fp32' and save that."
             )
         write_cross_encoder(Path(path), self.transformer, self.activation, self._model_config)
+        if self._certified is not None and self._certified[0] == weights_digest(self.transformer):
+            self._certified[1].save(ranges_file(Path(path), self._certified[0]))  # trained since: stale, not written
 
     def __repr__(self) -> str:
         return (

@@ -196,6 +196,16 @@ def new_classifier(base: Transformer, num_labels: int, seed: int) -> Transformer
     return Transformer(model.eval(), base.tokenizer, base.max_seq_length, base.do_lower_case)
 
 
+#: nDCG@10 (x100) of the int8 order against fp32's that a cross-encoder's int8 may lose and still be "auto"'s pick:
+#: the tolerance of the re-rank stage for CPUs (issue 55: within 0.3 of fp32).
+RERANK_EXACT_GRADE_LOSS = 0.3
+
+
+def ranges_file(folder: Path, weights_digest: str) -> Path:
+    """Where a cross-encoder folder keeps the static int8 ranges certified for its weights (``certify_int8``)."""
+    return folder / f"int8_ranges-{weights_digest}.safetensors"
+
+
 def write_cross_encoder(
     folder: Path, transformer: Transformer, activation: Activation, model_config: dict[str, Any]
 ) -> None:

@@ -64,10 +64,12 @@ class ActivationRanges:
     output_reach: dict[str, float] = field(default_factory=dict)
     losses: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def exact_grade(self, isa: str | None) -> bool:
-        """Whether these ranges were measured with ``isa`` and lost at most :data:`EXACT_GRADE_LOSS` on every set."""
+    def exact_grade(self, isa: str | None, limit: float | None = None) -> bool:
+        """Whether these ranges were measured with ``isa`` and lost at most ``limit`` (None: :data:`EXACT_GRADE_LOSS`)
+        on every set."""
         measured = self.losses.get(isa or "")
-        return bool(measured) and max(measured.values()) <= EXACT_GRADE_LOSS  # type: ignore[union-attr]
+        bound = EXACT_GRADE_LOSS if limit is None else limit
+        return bool(measured) and max(measured.values()) <= bound  # type: ignore[union-attr]
 
     def save(self, path: Path) -> None:
         """Write to ``path`` atomically: a unique temporary file beside it, then renamed over it (two processes

@@ -13,18 +13,25 @@ from typing import Any, Literal
 from torch import nn
 
 from ..base import Features
-from .calibration import CALIBRATION_TEXTS, FEW_CALIBRATION_TEXTS, static_calibration, static_supported
+from .calibration import (
+    CALIBRATION_TEXTS,
+    FEW_CALIBRATION_TEXTS,
+    ActivationRanges,
+    static_calibration,
+    static_supported,
+)
 from .quantize import int8_mode, quantize_int8
 
 logger = logging.getLogger(__name__)
 
 
 class Int8Plan:
-    """The int8 of ``model`` (fp32 until :meth:`apply`): ``texts`` to calibrate on (None: the cached or shipped
-    ranges of ``weights_digest``), ``batches`` and ``run`` to calibrate with (texts -> collated batches -> fp32
-    forward). Without any ranges, the model stays fp32 until it has seen :data:`FEW_CALIBRATION_TEXTS` texts (the
-    calls before run one at a time, exact), then calibrates on them (up to :data:`CALIBRATION_TEXTS`), caches the
-    ranges (later loads read them: the same vectors in every process) and runs static int8."""
+    """The int8 of ``model`` (fp32 until :meth:`apply`): ``texts`` to calibrate on (None: ``ranges`` where given,
+    else the cached or shipped ranges of ``weights_digest``), ``batches`` and ``run`` to calibrate with (texts ->
+    collated batches -> fp32 forward). Without any ranges, the model stays fp32 until it has seen
+    :data:`FEW_CALIBRATION_TEXTS` texts (the calls before run one at a time, exact), then calibrates on them (up to
+    :data:`CALIBRATION_TEXTS`), caches the ranges (later loads read them: the same vectors in every process) and
+    runs static int8."""
 
     def __init__(
         self,
@@ -33,10 +40,14 @@ class Int8Plan:
         texts: Sequence[Any] | None,
         batches: Callable[[list[Any]], Iterable[Features]],
         run: Callable[[Features], object],
+        ranges: ActivationRanges | None = None,
     ) -> None:
         self.model, self._digest, self._batches, self._run = model, weights_digest, batches, run
         supported = static_supported()
-        self.ranges = static_calibration(model, weights_digest, texts, batches, run) if supported else None
+        if supported and ranges is not None and texts is None:
+            self.ranges: ActivationRanges | None = ranges  # certified for these weights, saved with their folder
+        else:
+            self.ranges = static_calibration(model, weights_digest, texts, batches, run) if supported else None
         #: Waiting for the first texts to calibrate on.
         self.pending = supported and self.ranges is None
         self._seen: list[Any] = []
