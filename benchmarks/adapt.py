@@ -582,9 +582,10 @@ def corpus_only(
         )
     timings["corpus only"] = time.perf_counter() - start
     print(result.report())
-    figures = {}
+    figures = {"corpus_only_kept": float(result.kept)}
     trained = SentenceEncoder.load(result.model, device=args.device, precision="fp32")
-    with TextCollection(name, trained, location=store) as coll:
+    # the base model kept (no gain on the held-out check): the corpus-only figures are the base collection's
+    with TextCollection(name if result.kept else "scifact", trained, location=store) as coll:
         coll.optimize()
         for split, (queries, qrels) in judged.items():
             measured = text_scores(coll, queries, qrels)
