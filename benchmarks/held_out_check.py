@@ -18,7 +18,7 @@ from _data import cpu_summary
 from adapt import quiet_library_logs, read_corpus
 
 from sbert_qdrant import SentenceEncoder, TextCollection
-from sbert_qdrant.adaptation import _held_out, _HeldOut
+from sbert_qdrant.adaptation.held_out import HeldOutPool, held_out_split
 from sbert_qdrant.training.pseudo_queries import harder_queries, pseudo_queries
 
 
@@ -38,11 +38,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder, TextCollection("scifact", encoder, location=folder) as coll:
         coll.upsert_texts(corpus.texts, ids=corpus.ids, payloads=[{"title": t} for t in corpus.titles])
         found = pseudo_queries(coll, max_pairs=2000)
-        test, _ = _held_out(found.pairs, args.held_out, 42)
+        test, _ = held_out_split(found.pairs, args.held_out, 42)
         hard = harder_queries(coll, test)
         for label, pairs in (("confirmed", test), ("harder", hard.pairs)):
             with tempfile.TemporaryDirectory() as scratch:
-                scores = _HeldOut(coll, pairs, 10, Path(scratch), False).scores(encoder)
+                scores = HeldOutPool(coll, pairs, 10, Path(scratch), False).scores(encoder)
             figures |= {f"{label}_{mode}": round(value, 2) for mode, value in scores.items()}
             figures[f"{label}_queries"] = len(pairs)
         figures["harder_dropped_too_easy"] = hard.too_easy

@@ -246,3 +246,14 @@ def test_adaptation_keeps_the_base_model_without_a_gain_and_reads_documents(
         assert "kept the base model" in result.report() and ("documents" in result.report()) is documents
     kept = SentenceEncoder.load(tmp_path / "out", device="cpu", precision="fp32")
     assert np.allclose(kept.encode(["a claim"]), encoder.encode(["a claim"]), atol=1e-5)  # the base model, unchanged
+
+
+def test_the_hybrid_ranking_is_distilled_behind_an_option(encoder: SentenceEncoder, tmp_path: Path) -> None:
+    with TextCollection("corpus", encoder, location=tmp_path / "edge", show_progress_bar=False) as coll:
+        coll.upsert_texts(list(TEXTS.values()), ids=list(TEXTS), payloads=[{"title": row["title"]} for row in DOCS])
+        common = {"held_out": 6, "max_pairs": 30, "mine_range": (3, 40), "batch_size": 8, "held_out_min_rank": 1}
+        result = adapt_to_corpus(coll, encoder, tmp_path / "out", distill_top_k=5, min_gain=-100.0, **common)
+        assert result.kept and 0 < result.distilled <= 5 * result.train_pairs
+        assert f"{result.distilled} (query, hit) pairs of the hybrid ranking distilled" in result.report()
+        with pytest.raises(InvalidArgumentError, match="distill_top_k=1"):
+            adapt_to_corpus(coll, encoder, tmp_path / "out", distill_top_k=1, **common)

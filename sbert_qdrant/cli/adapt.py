@@ -42,6 +42,7 @@ def _adapt(args: argparse.Namespace) -> int:
             held_out_dropout=args.held_out_dropout,
             held_out_min_rank=args.held_out_min_rank,
             min_gain=args.min_gain,
+            distill_top_k=args.distill_top_k,
             seed=args.seed,
             reembed_into=args.reembed_into,
             show_progress_bar=args.progress,
@@ -106,6 +107,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         type=float,
         default=0.5,
         help="held-out nDCG@10 every mode must gain, else the base model is kept (0.5)",
+    )
+    adapt.add_argument(
+        "--distill-top-k",
+        type=int,
+        default=0,
+        help="also distil the hybrid ranking into the dense model: each pseudo-query's K best hybrid hits (0: off)",
     )
     adapt.add_argument("--seed", type=int, default=42)
     add_engine_options(adapt)

@@ -19,7 +19,6 @@ import copy
 import dataclasses
 import logging
 import os
-import random
 import tempfile
 import time
 from collections.abc import Sequence
@@ -27,21 +26,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .collection import TextCollection
-from .encoder import SentenceEncoder
-from .errors import InvalidArgumentError, InvalidInputError
-from .records import Key
-from .training import (
+from ..collection import TextCollection
+from ..encoder import SentenceEncoder
+from ..errors import InvalidArgumentError, InvalidInputError
+from ..training import (
+    CoSENTLoss,
     Example,
     MinedNegatives,
     MiningGuards,
     MultipleNegativesRankingLoss,
-    RetrievalEvaluator,
     Trainer,
     TrainingConfig,
     mine_hard_negatives,
 )
-from .training.pseudo_queries import (
+from ..training.pseudo_queries import (
     HardQueries,
     PseudoQueries,
     PseudoQuery,
@@ -49,12 +47,11 @@ from .training.pseudo_queries import (
     harder_queries,
     pseudo_queries,
 )
-from .types import SearchMode, TrainPrecision
+from ..types import TrainPrecision
+from .held_out import HELD_OUT_MODES, DocumentsSource, HeldOutPool, held_out_split
 
 logger = logging.getLogger(__name__)
 
-#: The modes measured on the held-out sample.
-HELD_OUT_MODES: tuple[SearchMode, ...] = ("dense", "hybrid")
 #: Held-out nDCG@10 (x100) at or above which a mode's sample is too easy to judge a change: its pseudo-queries
 #: already find their texts (on SciFact, held-out dense 97.3 -> 98.9 went with 66.0 -> 64.5 on the real claims).
 EASY_HELD_OUT = 95.0
@@ -80,6 +77,7 @@ class CorpusAdaptation:
     hard: HardQueries = dataclasses.field(default_factory=lambda: HardQueries([], 0, 0))
     min_gain: float = MIN_GAIN
     documents: bool = False
+    distilled: int = 0
 
     @property
     def kept(self) -> bool:
@@ -120,7 +118,12 @@ class CorpusAdaptation:
             f"held out: {self.held_out_queries} queries of {self.held_out_texts} {unit} (never trained on; "
             f"{self.hard.too_easy} more dropped as BM25 ranked their text first, {self.hard.too_short} too short "
             f"after word dropout); trained on {self.train_examples} of {self.train_pairs} pairs (the rest had too "
-            "few negatives)",
+            "few negatives)"
+            + (
+                f"; and {self.distilled} (query, hit) pairs of the hybrid ranking distilled (CoSENT)"
+                if self.distilled
+                else ""
+            ),
         ]
         for mode in HELD_OUT_MODES:
             change = self.after[mode] - self.before[mode]
@@ -172,6 +175,7 @@ def adapt_to_corpus(
     held_out_min_rank: int = 2,
     min_gain: float = MIN_GAIN,
     documents: bool | None = None,
+    distill_top_k: int = 0,
     seed: int = 42,
     reembed_into: str | None = None,
     show_progress_bar: bool | None = None,
@@ -187,7 +191,9 @@ def adapt_to_corpus(
     held_out_min_rank: the held-out queries' word dropout and the BM25 rank from which their text counts as hard
     (``harder_queries``; 0 and 1: the trained pairs' own). min_gain: the held-out nDCG@10 every mode must gain, else
     the base model is saved to ``output`` instead. documents: adapt to the collection's documents (None: when it
-    holds documents and no texts). The other arguments as in ``pseudo_queries`` and ``TrainingConfig``.
+    holds documents and no texts). distill_top_k: also distil the hybrid (dense + BM25) ranking into the dense model:
+    each training pseudo-query's ``distill_top_k`` best hybrid hits, their fused scores scaled to 0..1 per query, as
+    CoSENT targets beside MNRL (0: off). The other arguments as in ``pseudo_queries`` and ``TrainingConfig``.
     """
     for name, value in {"held_out": held_out, "pool_depth": pool_depth}.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -213,7 +219,7 @@ def adapt_to_corpus(
     folder = Path(output)
     if documents is None:
         documents = collection.count(kind="texts") == 0 and collection.count(kind="documents") > 0
-    source: Any = _Documents(collection) if documents else collection
+    source: Any = DocumentsSource(collection) if documents else collection
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     found = pseudo_queries(
@@ -229,7 +235,7 @@ def adapt_to_corpus(
         seed=seed,
         show_progress_bar=show_progress_bar,
     )
-    test, train = _held_out(found.pairs, held_out, seed)
+    test, train = held_out_split(found.pairs, held_out, seed)
     hard = harder_queries(
         source, test, word_dropout=held_out_dropout, min_rank=held_out_min_rank, depth=bm25_top_k, seed=seed
     )
@@ -248,15 +254,16 @@ def adapt_to_corpus(
             f"{guards.range_max - 1}; the collection is too small: lower negatives or mine_range."
         )
     examples = mined.examples
+    soft = _hybrid_targets(source, train, distill_top_k) if distill_top_k else []
     seconds["mining"] = time.perf_counter() - start
     trained = copy.deepcopy(encoder)
     with tempfile.TemporaryDirectory(prefix="sbert-qdrant-held-out-") as scratch:
-        held = _HeldOut(source, hard.pairs, pool_depth, Path(scratch), show_progress_bar, documents)
+        held = HeldOutPool(source, hard.pairs, pool_depth, Path(scratch), show_progress_bar, documents)
         start = time.perf_counter()
         before = held.scores(trained)
         seconds["held-out before"] = time.perf_counter() - start
         start = time.perf_counter()
-        _train(trained, examples, config, train_tokens, folder)
+        _train(trained, examples, soft, config, train_tokens, folder)
         seconds["training"] = time.perf_counter() - start
         start = time.perf_counter()
         after = held.scores(trained)
@@ -275,6 +282,7 @@ def adapt_to_corpus(
         hard,
         min_gain,
         documents,
+        len(soft),
     )
     if not result.kept:
         logger.warning("adapt_to_corpus kept the base model: %s", result.reason)
@@ -313,98 +321,41 @@ def mine_against_context(
     return MinedNegatives(examples, mined.skipped)
 
 
-def _held_out(pairs: list[PseudoQuery], texts: int, seed: int) -> tuple[list[PseudoQuery], list[PseudoQuery]]:
-    """(held-out, train): every pair of ``texts`` texts drawn with ``seed``, and the others."""
-    positives = list(dict.fromkeys(p.positive for p in pairs))
-    if len(positives) <= texts:
-        raise InvalidInputError(
-            f"pseudo-queries came from {len(positives)} texts, not more than held_out={texts}: nothing would be left "
-            "to train on; lower held_out, or add texts."
-        )
-    chosen = set(random.Random(seed).sample(positives, texts))
-    return [p for p in pairs if p.positive in chosen], [p for p in pairs if p.positive not in chosen]
+def _hybrid_targets(source: Any, pairs: Sequence[PseudoQuery], top_k: int) -> list[Example]:
+    """(query, hit text) pairs of each pseudo-query's ``top_k`` best hybrid hits, labelled by their fused score
+    scaled to 0..1 over the query's hits (the best 1): the ranking the dense model is taught to reproduce."""
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 2:
+        raise InvalidArgumentError(f"distill_top_k={top_k!r} must be 0 (off) or an integer of 2 or more.")
+    queries = list(dict.fromkeys(p.query for p in pairs))
+    found = source.search_texts(queries, limit=top_k, mode="hybrid")
+    texts = {s.id: s.text for s in source.get(list(dict.fromkeys(h.id for hits in found for h in hits))) if s.text}
+    examples: list[Example] = []
+    for query, hits in zip(queries, found, strict=True):
+        scored = [(texts[h.id], h.score) for h in hits if h.id in texts]
+        low, high = min((s for _, s in scored), default=0.0), max((s for _, s in scored), default=0.0)
+        if len(scored) >= 2 and high > low:
+            examples.extend(Example((query, text), (score - low) / (high - low)) for text, score in scored)
+    return examples
 
 
 def _train(
-    encoder: SentenceEncoder, examples: list[Example], config: TrainingConfig, tokens: int | None, folder: Path
+    encoder: SentenceEncoder,
+    examples: list[Example],
+    soft: list[Example],
+    config: TrainingConfig,
+    tokens: int | None,
+    folder: Path,
 ) -> None:
-    """MNRL on ``examples`` at ``tokens`` tokens; the model saved to ``folder`` at its own token limit."""
+    """MNRL on ``examples`` (and CoSENT on ``soft`` targets) at ``tokens`` tokens; the model saved to ``folder`` at
+    its own token limit."""
     limit = encoder.max_seq_length
     if tokens is not None and tokens < limit:
         encoder.max_seq_length = tokens
+    objectives: list[tuple[Any, list[Example]]] = [(MultipleNegativesRankingLoss(encoder), examples)]
+    if soft:
+        objectives.append((CoSENTLoss(encoder), soft))
     try:
-        Trainer(encoder, [(MultipleNegativesRankingLoss(encoder), examples)], config).fit()
+        Trainer(encoder, objectives, config).fit()
     finally:
         encoder.max_seq_length = limit
     encoder.save(folder)
-
-
-class _ModeSearch:
-    """A collection searched in one mode, as the evaluator's searcher (``documents``: one hit per document)."""
-
-    def __init__(self, collection: TextCollection, mode: SearchMode, documents: bool = False) -> None:
-        self.collection, self.mode, self.documents = collection, mode, documents
-
-    def search_text(self, query: str, limit: int = 10) -> list[Any]:
-        if self.documents:
-            return self.collection.search_documents(query, limit=limit, mode=self.mode)
-        return self.collection.search_text(query, limit=limit, with_payload=False, mode=self.mode)
-
-
-class _Documents:
-    """A collection's documents as pseudo-queries' and the held-out pool's source: each document's text rebuilt
-    from its chunks, searched one hit per document."""
-
-    def __init__(self, collection: TextCollection) -> None:
-        self.collection = collection
-
-    def count(self) -> int:
-        return self.collection.count(kind="documents")
-
-    def scroll(self, scroll_filter: Any = None, limit: int = 10, offset: Key | None = None) -> tuple[list[Any], Any]:
-        return self.collection.scroll_documents(limit, offset)
-
-    def search_texts(self, queries: Sequence[str], limit: int = 10, *, mode: Any = "dense") -> list[list[Any]]:
-        return [self.collection.search_documents(q, limit=limit, mode=mode) for q in queries]
-
-    def get(self, ids: Sequence[Key]) -> list[Any]:
-        return [d for d in (self.collection.get_document(key) for key in ids) if d is not None]
-
-
-class _HeldOut:
-    """The held-out queries and their pool of texts (theirs and the source's best hits), measured for an encoder."""
-
-    def __init__(
-        self,
-        source: Any,
-        pairs: Sequence[PseudoQuery],
-        depth: int,
-        folder: Path,
-        show: bool | None,
-        documents: bool = False,
-    ) -> None:
-        self.queries = {i: p.query for i, p in enumerate(pairs)}
-        self.relevant: dict[int, set[Key]] = {i: {p.positive} for i, p in enumerate(pairs)}
-        found = dict.fromkeys(
-            hit.id
-            for mode in ("dense", "sparse")
-            for hits in source.search_texts(list(self.queries.values()), limit=depth, mode=mode)
-            for hit in hits
-        )
-        found.update(dict.fromkeys(p.positive for p in pairs))
-        texts = {stored.id: stored.text for stored in source.get(list(found)) if stored.text}
-        self.texts = texts
-        self.folder, self.show, self.documents = folder, show, documents
-
-    def scores(self, encoder: SentenceEncoder) -> dict[str, float]:
-        with TextCollection(
-            "held-out", encoder, location=self.folder, recreate=True, show_progress_bar=self.show
-        ) as pool:
-            write = pool.upsert_documents if self.documents else pool.upsert_texts
-            write(list(self.texts.values()), ids=list(self.texts))
-            return {
-                mode: RetrievalEvaluator(
-                    self.queries, {}, self.relevant, searcher=_ModeSearch(pool, mode, self.documents)
-                )(encoder)["ndcg@10"]
-                for mode in HELD_OUT_MODES
-            }
