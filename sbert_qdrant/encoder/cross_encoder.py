@@ -29,7 +29,7 @@ from .cross_loading import (
     transformer_folder,
     write_cross_encoder,
 )
-from .encoder import _checked_texts
+from .encoder import _checked_texts, warn_truncated
 from .feed import TokenFeed
 from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
@@ -37,7 +37,7 @@ from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
 from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
-from .transformer import Transformer
+from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
 
@@ -230,14 +230,8 @@ class CrossEncoder(nn.Module):
         """Logits per pair: 1 for a score model."""
         return int(self.transformer.model.config.num_labels or 1)
 
-    @property
-    def max_seq_length(self) -> int:
-        """Tokens of a whole pair, special tokens included; longer pairs lose tokens from their longer text."""
-        return self.transformer.max_seq_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, value: int) -> None:
-        self.transformer.set_max_seq_length(value)
+    #: Tokens of a whole pair, special tokens included; longer pairs lose tokens from their longer text.
+    max_seq_length = TokenLimit()
 
     @property
     def activation(self) -> Activation:
@@ -381,16 +375,7 @@ class CrossEncoder(nn.Module):
         return self.collate_host([row.ids for row in rows], types, pin)
 
     def _warn_truncated(self, cut: int, count: int) -> None:
-        if cut:
-            self.truncated_count += cut
-            logger.warning(
-                "%d of %d pairs were longer than max_seq_length=%d tokens and were truncated "
-                "(%d so far on this cross-encoder).",
-                cut,
-                count,
-                self.max_seq_length,
-                self.truncated_count,
-            )
+        warn_truncated(self, cut, count, "pairs", "cross-encoder")
 
     def rank(
         self,

@@ -23,7 +23,7 @@ from ..errors import ModelLoadError
 from ..types import Activation
 from .folder import SBERT_CONFIG_FILE, read_json
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, read_model_config
-from .transformer import Transformer, quiet_transformers
+from .transformer import Transformer, quiet_transformers, require_safetensors
 
 logger = logging.getLogger(__name__)
 
@@ -148,13 +148,7 @@ def read_cross_encoder(
     """A cross-encoder folder's classification transformer, the activation it names and its other settings."""
     model_config = _check_cross_encoder_folder(folder)
     root = transformer_folder(folder)
-    if not any(root.glob("*.safetensors")):
-        pickled = sorted(p.name for p in root.glob("*.bin"))
-        found = f"only pickle weights {pickled}" if pickled else "no weights"
-        raise ModelLoadError(
-            f"{root} holds {found}; sbert-qdrant loads safetensors only. Convert the checkpoint with `transformers` "
-            "(save_pretrained) from a source you trust."
-        )
+    require_safetensors(root)
     try:
         with quiet_transformers():
             tokenizer = AutoTokenizer.from_pretrained(str(root), trust_remote_code=trust_remote_code)

@@ -37,13 +37,34 @@ from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
 from .pooling import AttentionPooling, Pooling
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .similarity import similarity, similarity_pairwise
-from .transformer import Transformer
+from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
 
 #: Prompt names ``encode_document`` looks for, in sentence-transformers' order.
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 _Encode = TypeVar("_Encode", bound=Callable[..., Any])
+
+
+def warn_truncated(owner: Any, cut: int, count: int, inputs: str, what: str) -> None:
+    """Count ``cut`` of ``count`` inputs cut at ``owner.max_seq_length`` and warn, unless one request encodes in
+    several calls (a collection's write sets ``truncated_tally``): then its caller warns once."""
+    if not cut:
+        return
+    owner.truncated_count += cut
+    tally = truncated_tally.get()
+    if tally is not None:
+        tally[0] += cut
+        return
+    logger.warning(
+        "%d of %d %s were longer than max_seq_length=%d tokens and were truncated (%d so far on this %s).",
+        cut,
+        count,
+        inputs,
+        owner.max_seq_length,
+        owner.truncated_count,
+        what,
+    )
 
 
 def _with_prompt(encode: _Encode, name: str, prompt_of: Callable[[Any], str | None], doc: str) -> _Encode:
@@ -182,13 +203,7 @@ class SentenceEncoder(nn.Module):
     def transformer(self) -> Transformer:
         return cast(Transformer, self.pipeline[0])  # checked in __init__
 
-    @property
-    def max_seq_length(self) -> int:
-        return self.transformer.max_seq_length
-
-    @max_seq_length.setter
-    def max_seq_length(self, value: int) -> None:
-        self.transformer.set_max_seq_length(value)
+    max_seq_length = TokenLimit()
 
     @property
     def truncate_dim(self) -> int | None:
@@ -398,20 +413,7 @@ class SentenceEncoder(nn.Module):
         self._warn_truncated(feed.truncated, len(texts))
 
     def _warn_truncated(self, cut: int, count: int) -> None:
-        if cut:
-            self.truncated_count += cut
-            tally = truncated_tally.get()
-            if tally is not None:  # one request encoded in several calls: its caller warns once
-                tally[0] += cut
-                return
-            logger.warning(
-                "%d of %d texts were longer than max_seq_length=%d tokens and were truncated "
-                "(%d so far on this encoder).",
-                cut,
-                count,
-                self.max_seq_length,
-                self.truncated_count,
-            )
+        warn_truncated(self, cut, count, "texts", "encoder")
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sentence-transformers folder format (safetensors), loadable by both libraries."""

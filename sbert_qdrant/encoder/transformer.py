@@ -207,13 +207,7 @@ class Transformer(EncoderModule):
 
     @classmethod
     def load(cls, folder: Path, trust_remote_code: bool = False) -> Transformer:
-        if not any(folder.glob("*.safetensors")):
-            pickled = sorted(p.name for p in folder.glob("*.bin"))
-            found = f"only pickle weights {pickled}" if pickled else "no weights"
-            raise ModelLoadError(
-                f"{folder} holds {found}; sbert-qdrant loads safetensors only. Convert the checkpoint with "
-                "`transformers` (save_pretrained(..., safe_serialization=True)) from a source you trust."
-            )
+        require_safetensors(folder)
         sbert_config = transformer_settings(folder)
         try:
             with quiet_transformers():
@@ -231,3 +225,24 @@ class Transformer(EncoderModule):
             max_seq_length=max_seq_length,
             do_lower_case=bool(sbert_config.get("do_lower_case", False)),
         )
+
+
+def require_safetensors(folder: Path) -> None:
+    """Refuse a model folder without safetensors weights (pickle weights are never loaded)."""
+    if not any(folder.glob("*.safetensors")):
+        pickled = sorted(p.name for p in folder.glob("*.bin"))
+        found = f"only pickle weights {pickled}" if pickled else "no weights"
+        raise ModelLoadError(
+            f"{folder} holds {found}; sbert-qdrant loads safetensors only. Convert the checkpoint with "
+            "`transformers` (save_pretrained(..., safe_serialization=True)) from a source you trust."
+        )
+
+
+class TokenLimit:
+    """``max_seq_length`` of an object holding a ``transformer``: read from it and set on it."""
+
+    def __get__(self, owner: Any, kind: type | None = None) -> int:
+        return int(owner.transformer.max_seq_length)
+
+    def __set__(self, owner: Any, value: int) -> None:
+        owner.transformer.set_max_seq_length(value)
