@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -97,32 +98,14 @@ class LangChainEncoder:
         return False  # unknown; cosine collections normalise in the engine anyway
 
     def encode(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 32,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        prompt_name: str | None = None,
-        prompt: str | None = None,
+        self, texts: str | Sequence[str], batch_size: int = 32, *, kind: str = "document", **options: Any
     ) -> np.ndarray | torch.Tensor:
-        """Documents' vectors (``embed_documents``)."""
-        return self._encode(texts, "document", normalize, convert_to)
-
-    def encode_query(
-        self,
-        texts: str | Sequence[str],
-        batch_size: int = 32,
-        normalize: bool | None = None,
-        show_progress_bar: bool | None = None,
-        convert_to: Literal["numpy", "torch"] = "numpy",
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray | torch.Tensor:
-        """Queries' vectors (``embed_query``, one call per query)."""
-        return self._encode(texts, "query", normalize, convert_to)
+        """Documents' vectors (``embed_documents``; ``kind="query"``: ``embed_query``, one call per query). Of
+        ``SentenceEncoder.encode``'s options ``normalize`` and ``convert_to`` apply; the rest are the Embeddings'."""
+        return self._encode(texts, kind, options.get("normalize"), options.get("convert_to", "numpy"))
 
     encode_document = encode
+    encode_query = functools.partialmethod(encode, kind="query")
 
     def _encode(
         self, texts: str | Sequence[str], kind: str, normalize: bool | None, convert_to: str
