@@ -149,7 +149,9 @@ class SearchRequest:
 
     def options(self) -> dict[str, Any]:
         """The options set away from their defaults, as keyword arguments of a search method (``limit`` too)."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if not _is_default(getattr(self, f.name), f.default)
+        }
 
     @property
     def depth(self) -> int:
@@ -166,8 +168,14 @@ class SearchRequest:
         """Refuse the options set that ``path`` cannot apply: ``options`` maps each to the reason."""
         for name, reason in options.items():
             value = getattr(self, name)
-            if value != _default(name):
+            if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def _is_default(value: Any, default: Any) -> bool:
+    """Whether an option holds its default (by identity or, for plain values of the default's type, equality: an
+    array or a model object is never compared elementwise)."""
+    return value is default or (type(value) is type(default) and value == default)
 
 
 def _default(name: str) -> Any:
