@@ -1,29 +1,14 @@
-"""Qdrant engines behind one small protocol: Qdrant Edge (embedded) and qdrant-client (server, cloud, local)."""
+"""Qdrant engines behind one small protocol: Qdrant Edge (embedded) and qdrant-client (server, cloud, local).
+
+The public names are listed once, in ``__init__.pyi``, and each is imported on first use (``sbert_qdrant._lazy``):
+``sbert_qdrant.store.edge_folder`` (an Edge folder's collection names) loads no qdrant-client.
+"""
 
 from __future__ import annotations
 
-from ..types import Distance, Quantization
-from .base import CollectionSpec, ScoredRecord, StoredRecord, VectorSpec
-from .client_async import AsyncClientStore
-from .client_sync import ClientStore
-from .edge import EdgeStore
-from .protocol_async import AsyncVectorStore
-from .protocol_sync import VectorStore
-from .retry import RetryPolicy
-from .threaded import ThreadedStore
+from .._lazy import module_getattr as _module_getattr
+from .._lazy import stub_names as _stub_names
 
-__all__ = [
-    "AsyncClientStore",
-    "AsyncVectorStore",
-    "ClientStore",
-    "CollectionSpec",
-    "Distance",
-    "EdgeStore",
-    "Quantization",
-    "RetryPolicy",
-    "ScoredRecord",
-    "StoredRecord",
-    "ThreadedStore",
-    "VectorSpec",
-    "VectorStore",
-]
+_LAZY = _stub_names(__file__)
+__getattr__ = _module_getattr(__name__, _LAZY, globals())
+__all__ = list(_LAZY)

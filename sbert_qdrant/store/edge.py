@@ -34,6 +34,7 @@ from .base import (
     VectorSpec,
 )
 from .edge_filters import to_edge_filter
+from .edge_folder import CONFIG_FILE, edge_collection_names
 from .grouping import first_fetch, group_rows
 from .protocol_sync import VectorStore
 
@@ -116,7 +117,7 @@ class EdgeStore(VectorStore):
         return opened
 
     def describe(self, name: str) -> ExistingCollection | None:
-        config_file = self._folder(name) / "shard" / "edge_config.json"
+        config_file = self._folder(name) / CONFIG_FILE
         if not config_file.is_file():
             return None
         config = json.loads(config_file.read_text(encoding="utf-8"))
@@ -127,9 +128,7 @@ class EdgeStore(VectorStore):
         )
 
     def names(self) -> list[str]:
-        if not self.location.is_dir():
-            return []
-        return sorted(p.parent.parent.name for p in self.location.glob("*/shard/edge_config.json"))
+        return edge_collection_names(self.location)
 
     def create(self, spec: CollectionSpec) -> None:
         folder = self._folder(spec.name)
