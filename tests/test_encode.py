@@ -124,3 +124,15 @@ def test_int8_encoder_cannot_be_saved(tmp_path) -> None:  # type: ignore[no-unty
     encoder = SentenceEncoder([t, Pooling(t.dimension)], device="cpu", precision="int8")
     with pytest.raises(InvalidArgumentError, match="int8"):
         encoder.save(tmp_path / "x")
+
+
+def test_max_seq_length_reads_and_sets_the_transformers_limit_and_is_a_descriptor_on_the_class(
+    tiny_encoder: SentenceEncoder,
+) -> None:
+    from sbert_qdrant import CrossEncoder
+    from sbert_qdrant.encoder.transformer import TokenLimit
+
+    assert isinstance(SentenceEncoder.max_seq_length, TokenLimit)
+    assert isinstance(CrossEncoder.max_seq_length, TokenLimit)
+    tiny_encoder.max_seq_length = 16
+    assert tiny_encoder.max_seq_length == tiny_encoder.transformer.max_seq_length == 16

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, overload
 
 import numpy as np
 import torch
@@ -239,10 +239,17 @@ def require_safetensors(folder: Path) -> None:
 
 
 class TokenLimit:
-    """``max_seq_length`` of an object holding a ``transformer``: read from it and set on it."""
+    """``max_seq_length`` of an object holding a ``transformer``: read from it and set on it (read on the class, the
+    descriptor itself, as a property is)."""
 
-    def __get__(self, owner: Any, kind: type | None = None) -> int:
-        return int(owner.transformer.max_seq_length)
+    @overload
+    def __get__(self, owner: None, kind: type | None = None) -> TokenLimit: ...
+
+    @overload
+    def __get__(self, owner: object, kind: type | None = None) -> int: ...
+
+    def __get__(self, owner: Any, kind: type | None = None) -> int | TokenLimit:
+        return self if owner is None else int(owner.transformer.max_seq_length)
 
     def __set__(self, owner: Any, value: int) -> None:
         owner.transformer.set_max_seq_length(value)
