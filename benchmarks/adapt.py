@@ -20,6 +20,10 @@ collection, and documents with chunk context, in one run.
    late-interaction hits (``rerank=``) at each of ``--rerank-depths`` and each ``--rerank-weights`` (1: its score
    alone; less: blended with the late-interaction score, ``rerank_weight=``); the JSON's ``rerank_after`` is the
    first recipe's best depth and weight, every recipe, depth and weight keyed beside it.
+   With documents (unless ``--no-documents``), step 5e writes the abstracts as documents again (title as chunk
+   context) with the adapted model and the trained token slot, and measures them through every stage the texts went
+   through (dense, hybrid, + late interaction, + the first re-ranker at the guard's k and weight), each beside the
+   texts' figure (JSON ``documents_after_<stage>``).
 6. With ``--corpus-only``: adaptation with no labels (``adapt_to_corpus``): pseudo-queries from the corpus itself
    (titles and sentences, confirmed by BM25), negatives mined from the collection of step 1, MNRL, re-embedded into
    a new collection; measured on the evaluation queries and on all the train split's queries (809 claims), none of
@@ -524,6 +528,63 @@ def rerank_stage(
     return figures
 
 
+def documents_stages(
+    args: argparse.Namespace,
+    corpus: Corpus,
+    trained: SentenceEncoder,
+    token_slot: MultiVectorEncoder,
+    reranker: CrossEncoder,
+    store: Path,
+    queries: dict[str, str],
+    qrels: dict[str, set[str]],
+    timings: dict[str, float],
+) -> dict[str, Stage]:
+    """Step 5e: the abstracts as documents (title as chunk context unless ``--no-context``) with the adapted model and
+    the trained token slot, through every stage the texts went through: dense, hybrid, hybrid + late interaction
+    (``rescore="tokens"``), + the first re-ranker (k and weight as the guard reads them), one hit per document."""
+    k, weight = guard_rerank_point(args)
+    print(f"\n== 5e. documents, adapted model, every stage ({args.chunk_tokens}-token chunks, re-rank k {k}) ==")
+    slots = {"tokens": token_slot}
+    name = f"scifact-documents-adapted-{args.chunk_tokens}" + ("" if args.context else "-no-context")
+    with TextCollection(name, trained, location=store, named_vectors=slots) as coll:
+        start = time.perf_counter()
+        coll.upsert_documents(
+            corpus.bodies,
+            ids=corpus.ids,
+            payloads=[{"title": t} for t in corpus.titles],
+            chunk_tokens=args.chunk_tokens,
+            on_conflict="skip",
+            context_field="title" if args.context else None,
+        )
+        coll.optimize()
+        timings["index documents adapted"] = time.perf_counter() - start
+        depth = args.rescore_candidates
+        remembered = Remembered(reranker)
+        searches: dict[str, dict[str, Any]] = {
+            "dense": {"mode": "dense", "limit": depth},
+            "hybrid": {"mode": "hybrid", "limit": depth},
+            "tokens": {"mode": "hybrid", "limit": depth, "rescore": "tokens", "candidates": depth},
+            "rerank": {
+                "mode": "hybrid",
+                "limit": k,
+                "rescore": "tokens",
+                "candidates": max(k, depth),
+                "rerank": remembered,
+                "rerank_candidates": k,
+                "rerank_weight": weight,
+            },
+        }
+        stages = {}
+        for stage, options in searches.items():
+
+            def search(qs: list[str], options: dict[str, Any] = options) -> list[list[Any]]:
+                return [coll.search_documents(q, chunks=1, **options) for q in qs]
+
+            stages[stage] = Stage(*timed_scores(queries, qrels, search))
+            print(f"documents {stage}: {stages[stage]}")
+    return stages
+
+
 def guard_stages(
     args: argparse.Namespace,
     reranker: CrossEncoder,
@@ -717,6 +778,27 @@ def corpus_stages(
     return figures
 
 
+def documents_beside_texts(
+    args: argparse.Namespace, documents: dict[str, Stage], after: Scores, late: dict[str, Stage], rerank: RerankFigures
+) -> dict[str, float | None]:
+    """Step 5e's figures printed beside the texts' at each stage, and their JSON keys (``documents_after_<stage>``)."""
+    k, weight = guard_rerank_point(args)
+    texts = {
+        "dense": after["dense"][0],
+        "hybrid": after["hybrid"][0],
+        "tokens": late["tokens"].scores[0],
+        "rerank": rerank[args.rerankers[0].label, k, weight].scores[0],
+    }
+    names = {"tokens": "late_interaction", "rerank": f"rerank_k{k}_w{weight:g}"}
+    print(f"\n{'adapted model, stage':40}{'texts':>7}  {'documents':>9}  (nDCG@10 x100; documents ms/query)")
+    for stage, measured in documents.items():
+        print(
+            f"{names.get(stage, stage):40}{texts[stage]:7.2f}  {measured.scores[0]:9.2f}  "
+            f"{measured.ms_per_query:7.1f} ms"
+        )
+    return {f"documents_after_{names.get(stage, stage)}": measured.scores[0] for stage, measured in documents.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
@@ -860,6 +942,7 @@ def main() -> None:
             pool = sorted({d for q in dev for d in qrels[q]} | {str(h.id) for hits in dev_hits for h in hits})
         documents = index_documents(args, corpus, base, store, eval_queries, eval_qrels, timings)
         after, late, rerank = None, None, None
+        docs_after: dict[str, Stage] = {}
         guarded: dict[str, float] = {}
         if args.adapt:
             evaluator = RetrievalEvaluator(
@@ -890,6 +973,10 @@ def main() -> None:
                     rerank |= rerank_stage(args, spec.label, reranker, store, trained, slots, eval_queries, eval_qrels)
                     if guard and spec == args.rerankers[0]:
                         guarded = guard_stages(args, reranker, store, trained, slots, guard, qrels)
+                    if args.documents and spec == args.rerankers[0]:
+                        docs_after = documents_stages(
+                            args, corpus, trained, slots["tokens"], reranker, store, eval_queries, eval_qrels, timings
+                        )
         judged = {"": (eval_queries, eval_qrels), "_train_split": (queries, qrels)}
         corpus_figures = corpus_only(args, store, root, judged, timings) if args.corpus_only else {}
         if args.corpus_stages:
@@ -934,6 +1021,8 @@ def main() -> None:
         figures |= stages_figures(late, rerank, after["hybrid"][0])
         if guarded:
             figures |= guarded | {"guarded_stack": guarded_stack(args, guarded, late, rerank, after["hybrid"][0])}
+        if docs_after:
+            figures |= documents_beside_texts(args, docs_after, after, late, rerank)
         print(f"hybrid + late interaction + re-rank: {figures['rerank_after']:.2f} nDCG@10 (target >= 78)")
     print(json.dumps({k: v if v is None else round(v, 2) for k, v in figures.items()}))
 
