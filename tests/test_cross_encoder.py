@@ -23,6 +23,8 @@ from sbert_qdrant import (
     RankedText,
     SentenceEncoder,
 )
+from sbert_qdrant.encoder.cross_encoder import cpu_batch_rows
+from sbert_qdrant.encoder.int8.calibration import int8_isa
 from sbert_qdrant.training import PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
 
 PAIRS = [
@@ -214,6 +216,11 @@ def test_truncation_is_counted_and_warned(cross_encoder: CrossEncoder, caplog: p
     assert "1 of 6 pairs were longer than max_seq_length=32" in caplog.text
     ids, types, cut = cross_encoder.pair_token_ids([PAIRS[4]])
     assert cut == 1 and len(ids[0]) == 32 and types is not None and types[0][0] == 0 and types[0][-1] == 1
+    tokenizer = cross_encoder.transformer.tokenizer
+    whole = tokenizer([a for a, _ in PAIRS], [b for _, b in PAIRS])["input_ids"]
+    cut_here = tokenizer([a for a, _ in PAIRS], [b for _, b in PAIRS], truncation="longest_first", max_length=32)
+    assert cross_encoder.pair_token_ids(PAIRS) == (cut_here["input_ids"], cut_here["token_type_ids"], 1)
+    assert sum(len(row) > 32 for row in whole) == 1
     cross_encoder.max_seq_length = 64
     cross_encoder.predict(PAIRS)
     assert cross_encoder.truncated_count == 1
@@ -229,6 +236,37 @@ def test_bf16_and_int8_track_fp32(cross_encoder: CrossEncoder, tmp_path: Path) -
         reduced.save(tmp_path / "int8")
     with pytest.raises(InvalidArgumentError, match="fp16"):
         CrossEncoder.load(tmp_path / "ce", device="cpu", precision="fp16")
+
+
+def test_scoring_runs_the_last_layer_for_the_first_token_alone(cross_encoder: CrossEncoder, tmp_path: Path) -> None:
+    """BERT's head reads the first token alone, so predict runs the last layer's attention output and FFN for that
+    token only, with the logits of the whole model, in fp32 and static int8; training forwards keep every token."""
+    cross_encoder.save(tmp_path / "ce")
+    int8 = CrossEncoder.load(tmp_path / "ce", device="cpu", precision="int8", calibration_pairs=PAIRS * 20)
+    assert int8.int8_mode == "static" or int8_isa() is None
+    widths: list[int] = []
+    for model in (cross_encoder, int8):
+        widths.clear()
+        last = model.transformer.model.bert.encoder.layer[-1]
+        handle = last.intermediate.register_forward_hook(lambda _m, _a, out: widths.append(out.shape[1]))
+        try:
+            scores = model.predict(PAIRS, activation="identity")
+            assert widths and set(widths) == {1}
+            widths.clear()
+            with torch.inference_mode():
+                every_token = model(model.tokenize(PAIRS))[:, 0].numpy()
+            assert widths and min(widths) > 1
+        finally:
+            handle.remove()
+        np.testing.assert_allclose(scores, every_token, atol=1e-4)
+
+
+def test_cpu_batches_feed_every_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert [cpu_batch_rows(n, 32) for n in (1, 3, 20, 50, 1000)] == [1, 1, 5, 13, 32]
+    assert cpu_batch_rows(20, 4) == 4
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert cpu_batch_rows(20, 32) == 32
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -36,7 +37,15 @@ from .int8 import Int8Plan, checked_calibration
 from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
 from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
-from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
+from .runtime import (
+    check_precision,
+    cpu_streams,
+    length_sorted_batches,
+    place,
+    resolve_device,
+    resolve_precision,
+    run_batches,
+)
 from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
@@ -47,6 +56,18 @@ _ACTIVATION_FUNCTIONS = {
     "softmax": lambda logits: torch.softmax(logits, dim=-1),
     "tanh": torch.tanh,
 }
+#: Classification models whose head reads the first token's last hidden state alone (BERT's pooler, RoBERTa's and
+#: ELECTRA's heads): scoring needs the last layer's attention output and FFN for that token only.
+_FIRST_TOKEN_HEADS = frozenset(
+    {
+        "BertForSequenceClassification",
+        "RobertaForSequenceClassification",
+        "XLMRobertaForSequenceClassification",
+        "ElectraForSequenceClassification",
+    }
+)
+#: Set while this thread scores pairs (``predict``): the last layer then computes its first token alone.
+_SCORING = threading.local()
 
 
 @dataclass(frozen=True)
@@ -261,6 +282,14 @@ class CrossEncoder(nn.Module):
             )
 
         limit = self.max_seq_length
+        if getattr(transformer.tokenizer, "is_fast", False):
+            # One pass: a fast tokenizer keeps what truncation dropped (``overflowing``), which tells the cut pairs.
+            encoded = tokenize(first, second, limit)
+            rows: list[list[int]] = encoded["input_ids"]
+            encodings = encoded.encodings
+            if encodings is not None and len(encodings) == len(rows):
+                cut_count = sum(1 for encoding in encodings if encoding.overflowing)
+                return rows, encoded["token_type_ids"] if with_types else None, cut_count
         # One token over the limit tells a cut pair from one that is exactly `limit` long.
         encoded = tokenize(first, second, limit + 1)
         ids: list[list[int]] = encoded["input_ids"]
@@ -340,8 +369,14 @@ class CrossEncoder(nn.Module):
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
 
+        self._first_token_only()
+
         def compute(features: Features) -> torch.Tensor:
-            return apply(self(features).float())
+            _SCORING.on = True
+            try:
+                return apply(self(features).float())
+            finally:
+                _SCORING.on = False
 
         if self.device.type == "cpu":
             ids, types, cut = self.pair_token_ids(pairs)
@@ -351,7 +386,7 @@ class CrossEncoder(nn.Module):
                 rows = [ids[i] for i in index]
                 out[index] = compute(self.collate(rows, None if types is None else [types[i] for i in index])).numpy()
 
-            batches = length_sorted_batches([len(row) for row in ids], batch_size)
+            batches = length_sorted_batches([len(row) for row in ids], cpu_batch_rows(len(pairs), batch_size))
             run_batches(batches, run, self.device, show_progress_bar, "Scoring")
             return
         feed = TokenFeed(pairs, self._pair_rows, self._collate_rows, self.device.type == "cuda")
@@ -365,6 +400,15 @@ class CrossEncoder(nn.Module):
                 len(pairs), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
             )
         self._warn_truncated(feed.truncated, len(pairs))
+
+    def _first_token_only(self) -> None:
+        """Have the last layer compute its attention output and FFN for the first token alone while scoring, where
+        the head reads that token only (the others' last-layer outputs are never read): the same logits, ~9/12 of
+        one layer's GEMMs fewer. A hook on the module that runs now (int8 swaps it when it quantizes)."""
+        target = _last_attention_output(self.transformer.model)
+        if target is not None and not getattr(target, "_sbert_qdrant_first_token", False):
+            target.register_forward_pre_hook(_first_token_rows)
+            setattr(target, "_sbert_qdrant_first_token", True)  # noqa: B010  (a plain attribute, not a submodule)
 
     def _pair_rows(self, pairs: list[tuple[str, str]]) -> tuple[list[_PairRow], int]:
         ids, types, cut = self.pair_token_ids(pairs)
@@ -425,6 +469,36 @@ class CrossEncoder(nn.Module):
             f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
+
+
+def cpu_batch_rows(pairs: int, batch_size: int) -> int:
+    """Rows per batch on a CPU: ``batch_size``, but small enough that a re-rank's few pairs make two batches per
+    stream of ``run_batches`` (each stream one thread, no thread waiting on another inside each operation; the
+    longest batches first, so the streams finish together). 20 pairs of 256 tokens on 2 cores: 4 batches of 5."""
+    streams, _ = cpu_streams(torch.get_num_threads())
+    if streams == 1:
+        return batch_size
+    return max(1, min(batch_size, -(-pairs // (2 * streams))))
+
+
+def _last_attention_output(model: nn.Module) -> nn.Module | None:
+    """The last layer's attention output module (``attention.output``) of a classification model whose head reads
+    the first token alone (:data:`_FIRST_TOKEN_HEADS`), else None."""
+    if type(model).__name__ not in _FIRST_TOKEN_HEADS or getattr(model.config, "is_decoder", False):
+        return None
+    layers = getattr(getattr(getattr(model, "base_model", None), "encoder", None), "layer", None)
+    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
+        return None
+    output = getattr(getattr(layers[-1], "attention", None), "output", None)
+    return output if isinstance(output, nn.Module) else None
+
+
+def _first_token_rows(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """Forward pre-hook of the last attention output while scoring: (context, residual) cut to the first token."""
+    if not getattr(_SCORING, "on", False) or len(args) != 2:
+        return None
+    context, residual = args
+    return context[:, :1].contiguous(), residual[:, :1].contiguous()
 
 
 def _checked_activation(activation: object) -> Activation:
