@@ -214,7 +214,8 @@ def met(ok: bool) -> str:
 def arithmetic_limit(encoder: SentenceEncoder, texts: list[str]) -> tuple[float, float]:
     """Seconds the transformer's Linears need for ``texts`` at this CPU's peak (fp32, int8): 2 FLOP per weight per
     token (21.2 MFLOP/token for MiniLM-L6), over cores x GHz (/proc/cpuinfo's clock) x fp32 FLOP per cycle (2 FMA
-    units: 32 with AVX2, 64 with AVX-512); int8 at twice that (AVX2's vpmaddubsw, or VNNI). Printed."""
+    units: 32 with AVX2, 64 with AVX-512); int8 at the rate of the instructions its GEMMs run here (``int8_rate``).
+    Printed."""
     config = encoder.transformer.model.config
     hidden, inner, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     flop_per_token = 2 * layers * (4 * hidden * hidden + 2 * hidden * inner)
@@ -227,12 +228,27 @@ def arithmetic_limit(encoder: SentenceEncoder, texts: list[str]) -> tuple[float,
     per_cycle = 64 if cpu.has("avx512_f") else 32
     peak = (os.cpu_count() or 1) * ghz * 1e9 * per_cycle
     fp32 = tokens * flop_per_token / peak
+    rate, why = int8_rate()
     print(
         f"\narithmetic limit: {tokens:,} tokens x {flop_per_token / 1e6:.1f} MFLOP/token (the Linears) = "
         f"{tokens * flop_per_token / 1e12:.2f} TFLOP; {os.cpu_count()} cores x {ghz:.2f} GHz x {per_cycle} fp32 "
-        f"FLOP/cycle = {peak / 1e9:.0f} GFLOP/s -> fp32 {fp32:.1f} s, int8 (twice the rate) {fp32 / 2:.1f} s"
+        f"FLOP/cycle = {peak / 1e9:.0f} GFLOP/s -> fp32 {fp32:.1f} s, int8 ({rate}x the rate: {why}) "
+        f"{fp32 / rate:.1f} s"
     )
-    return fp32, fp32 / 2
+    return fp32, fp32 / rate
+
+
+def int8_rate() -> tuple[int, str]:
+    """int8 operations per fp32 FLOP of the instructions static int8's GEMMs run here, and which: AMX tiles 32x
+    (1,024 u8 x s8 MACs per cycle and core against AVX-512's 32 fp32 FMAs), VNNI 4x (one vpdpbusd: 4 MACs per lane
+    where an FMA does 1), AVX2 without VNNI 2x (vpmaddubsw's 4 products per 32-bit lane, about two instructions to
+    widen and add them)."""
+    isa, _ = cpu.int8_gemm_isa()
+    if isa != "vnni":
+        return 2, "AVX2's vpmaddubsw"
+    if cpu.has("amx_int8") and os.environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper() in ("ALL", "AVX512_CORE_AMX"):
+        return 32, "AMX tiles"
+    return 4, "VNNI's vpdpbusd"
 
 
 def headline(
