@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from sbert_qdrant import CrossEncoder, testing
-from sbert_qdrant.encoder.cross_int8 import AGREEMENT, certify_int8, order_agreement
+from sbert_qdrant.encoder.cross_int8 import AGREEMENT, GROUP_SIZE, certification_split, certify_int8, order_agreement
 from sbert_qdrant.encoder.int8.calibration import int8_isa
 from sbert_qdrant.errors import InvalidArgumentError, InvalidInputError
 
@@ -87,3 +87,20 @@ def test_order_agreement_and_refusals(trained: CrossEncoder, tmp_path: Path) -> 
     bf16 = CrossEncoder.load(tmp_path / "ce", device="cpu", precision="bf16")
     with pytest.raises(InvalidArgumentError, match="needs the fp32 cross-encoder"):
         certify_int8(bf16, [("a", "b")], [("q", ["x", "y"])])
+
+
+def test_certification_split_holds_queries_apart() -> None:
+    rows = [(f"q{i}", f"pos{i}", f"neg{i}") for i in range(10)] + [("q0", "pos0", "more0")]
+    pairs, groups = certification_split(rows, groups=3, seed=0)
+    held = {query for query, _ in groups}
+    assert len(groups) == 3 and not held & {query for query, _ in pairs}
+    assert len(pairs) == 2 * 7 + ("q0" not in held)  # q0's rows joined: pos0, neg0, more0
+    assert all(len(texts) >= 2 for _, texts in groups)
+    single = [(f"a{i}", f"b{i}") for i in range(30)]  # pair data: each held query meets its text and 7 others
+    pairs, groups = certification_split(single, groups=10, seed=1, calibration=10)
+    assert len(pairs) == 10 and len(groups) == 10
+    for query, texts in groups:
+        assert texts[0] == "b" + query[1:] and len(texts) == GROUP_SIZE == len(set(texts))
+    assert [len(texts) for _, texts in certification_split(single, groups=3)[1]] == [3, 3, 3]  # all 3 held texts
+    assert certification_split([("only", "one")]) == ([], [])
+    assert len(certification_split(single, groups=100)[1]) == 15  # at most half the queries

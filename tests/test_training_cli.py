@@ -99,3 +99,39 @@ def test_mined_file_trains_late_interaction_and_a_reranker(
     again = ["train", "--model", str(late), "--train", str(mined), "--output", str(tmp_path / "m"), *COMMON]
     assert main([*again, "--objective", "mnrl"]) == 2
     assert "is a late-interaction model; train it with --objective late-interaction" in capsys.readouterr().err
+
+
+def test_a_trained_cross_encoder_is_certified_for_static_int8(
+    tiny_model: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After training a cross-encoder, ``train`` certifies its static int8 on held-apart training queries and writes
+    the ranges into the folder (``load(precision="auto")`` reads them), printing the loss and the verdict; where
+    int8 does not run it says so and the training still succeeds; ``--no-certify-int8`` skips it."""
+    from sbert_qdrant import CrossEncoder
+    from sbert_qdrant.encoder.int8.calibration import int8_isa
+
+    topics = ["python code", "blue sky", "pizza dough", "rain clouds", "chess opening", "tennis serve"]
+    rows = [
+        {"query": f"{topic} {i}", "positive": f"all about {topic} number {i}", "negative_1": f"nothing on {other} {i}"}
+        for i in range(3)
+        for topic, other in zip(topics, topics[1:] + topics[:1], strict=True)
+    ]
+    data = tmp_path / "groups.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    argv = ["train", "--model", tiny_model, "--train", str(data), "--max-steps", "1", "--seed", "1", *COMMON]
+    argv += ["--objective", "cross-encoder-listwise", "--certify-groups", "4"]
+    assert main([*argv, "--output", str(tmp_path / "ce")]) == 0
+    err = capsys.readouterr().err
+    ranges = list((tmp_path / "ce").glob("int8_ranges-*.safetensors"))
+    if int8_isa() is None:
+        assert "int8: not certified" in err and not ranges
+    else:
+        assert "int8: static int8" in err and "vs fp32 on 4 held-apart groups: nDCG@10 loss" in err
+        assert len(ranges) == 1
+        auto = CrossEncoder.load(tmp_path / "ce", device="cpu", precision="auto")
+        assert (auto.precision == "int8") == ("; exact-grade" in err)
+    assert main([*argv, "--output", str(tmp_path / "plain"), "--no-certify-int8"]) == 0
+    assert "int8:" not in capsys.readouterr().err
+    assert not list((tmp_path / "plain").glob("int8_ranges-*.safetensors"))
+    assert main([*argv, "--output", str(tmp_path / "x"), "--certify-groups", "0"]) == 2
+    assert "--certify-groups 0 must be 1 or more" in capsys.readouterr().err

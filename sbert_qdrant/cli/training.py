@@ -178,6 +178,8 @@ def _train(args: argparse.Namespace) -> int:
     from ..training import Trainer, TrainingConfig
 
     objectives = args.objective or ["softmax-nli"]
+    if args.certify_groups < 1:
+        raise InvalidArgumentError(f"--certify-groups {args.certify_groups} must be 1 or more.")
     if len(objectives) == 1:
         objectives = objectives * len(args.train)
     if len(objectives) != len(args.train):
@@ -231,7 +233,35 @@ def _train(args: argparse.Namespace) -> int:
         f"trained {result.steps} steps ({result.examples_per_second:.1f} examples/s){best} -> {args.output}",
         file=sys.stderr,
     )
+    if kind == "cross-encoder" and args.certify_int8:
+        _certify_int8(args, [example for _, examples in tasks for example in examples])
     return 0
+
+
+def _certify_int8(args: argparse.Namespace, examples: Sequence[Example]) -> None:
+    """Certify the saved cross-encoder's static int8 for this CPU (``certify_int8``) on held-apart training groups,
+    calibrated on other training pairs, and write the ranges into its folder; print the loss and the verdict. Never
+    fails the training: where int8 cannot run or cannot be certified, it says so."""
+    from ..encoder import CrossEncoder
+    from ..encoder.cross_int8 import certification_split, certify_int8
+    from ..encoder.cross_loading import ranges_file
+    from ..encoder.identity import weights_digest
+    from ..errors import SbertQdrantError
+
+    pairs, groups = certification_split([e.texts for e in examples], args.certify_groups, args.seed)
+    if not groups:
+        print(
+            "int8: not certified (too few training queries to hold some apart); 'auto' keeps fp32/bf16", file=sys.stderr
+        )
+        return
+    try:
+        cross = CrossEncoder.load(args.output, device="cpu", precision="fp32")  # int8 is a CPU precision
+        check = certify_int8(cross, pairs, groups)
+    except SbertQdrantError as exc:
+        print(f"int8: not certified ({exc}); 'auto' keeps fp32/bf16", file=sys.stderr)
+        return
+    check.ranges.save(ranges_file(args.output, weights_digest(cross.transformer)))
+    print(f"int8: {check.report()}", file=sys.stderr)
 
 
 def _evaluable(model: SentenceEncoder | CrossEncoder | MultiVectorEncoder) -> SentenceEncoder | CrossEncoder:
@@ -381,6 +411,19 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         help="one weight per --matryoshka-dims size (default: 1 each)",
     )
     train.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
+    train.add_argument(
+        "--no-certify-int8",
+        dest="certify_int8",
+        action="store_false",
+        help="cross-encoders: skip certifying static int8 after training (by default it is measured against fp32 "
+        "on held-apart training groups and, where exact-grade, run by load(precision='auto') on this CPU)",
+    )
+    train.add_argument(
+        "--certify-groups",
+        type=int,
+        default=50,
+        help="cross-encoders: training queries held apart to certify int8 on (default 50, at most half of them)",
+    )
     train.add_argument(
         "--token-dim",
         type=int,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -104,3 +105,38 @@ def order_agreement(exact: np.ndarray, fast: np.ndarray, k: int = 10) -> float:
         return 1.0
     got = sum(gains[i] / math.log2(rank + 2) for rank, i in enumerate(np.argsort(-fast, kind="stable")[:k]))
     return float(got / ideal)
+
+
+#: Candidates per held-apart group made from single pairs (a query, its own text and others' texts).
+GROUP_SIZE = 8
+
+
+def certification_split(
+    rows: Sequence[Sequence[str]], groups: int = 50, seed: int = 0, calibration: int = 512
+) -> tuple[list[tuple[str, str]], list[tuple[str, list[str]]]]:
+    """Calibration pairs and held-apart groups for :func:`certify_int8` from training rows (a query then its texts:
+    ``(query, positive, negatives...)`` or ``(text_a, text_b)``): the rows of each query join into one group, the
+    groups are shuffled by ``seed``, up to ``groups`` (at most half of them) are held apart and the others give up
+    to ``calibration`` (query, text) pairs. A held-apart query with one text is scored against it and
+    ``GROUP_SIZE - 1`` other held-apart texts (pair data: the int8 order is still what a re-rank would return)."""
+    by_query: dict[str, list[str]] = {}
+    for row in rows:
+        if len(row) >= 2:
+            texts = by_query.setdefault(row[0], [])
+            texts.extend(t for t in row[1:] if t not in texts)
+    everything = list(by_query.items())
+    random.Random(seed).shuffle(everything)
+    held_count = min(groups, len(everything) // 2)
+    if held_count == 0:
+        return [], []
+    held, rest = everything[:held_count], everything[held_count:]
+    pairs = [(query, text) for query, texts in rest for text in texts][:calibration]
+    pool = [text for _, texts in held for text in texts]
+    checked = []
+    for query, texts in held:
+        if len(texts) == 1 and len(pool) > 1:
+            start = pool.index(texts[0])
+            others = [pool[(start + i) % len(pool)] for i in range(1, len(pool))]
+            texts = [texts[0], *dict.fromkeys(t for t in others if t != texts[0])][:GROUP_SIZE]
+        checked.append((query, list(texts)))
+    return pairs, checked
