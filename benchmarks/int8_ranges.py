@@ -1,14 +1,17 @@
-"""Calibrate the default model's static int8 once, on the shared TRAIN texts, and measure what it costs on held-out
-sets: writes the activation ranges the package ships (``sbert_qdrant/encoder/int8/ranges/<weights digest>``), with
-the measured STS losses per int8 ISA that ``precision="auto"`` reads (it picks static int8 only where they are within
-``EXACT_GRADE_LOSS``).
+"""Calibrate the default model's static int8 once, on the shared TRAIN texts, and measure what it costs against fp32
+on the dev sets and on held-apart sets nobody calibrated or tuned on: writes the activation ranges the package ships
+(``sbert_qdrant/encoder/int8/ranges/<weights digest>``), with the measured Spearman losses per int8 ISA and set that
+``precision="auto"`` reads (static int8 only where every dev set is within ``EXACT_GRADE_LOSS`` and every held-apart
+set within ``HELD_APART_LOSS``).
 
     python benchmarks/int8_ranges.py --data ../shared/data             # calibrate, then measure on every ISA here
     python benchmarks/int8_ranges.py --data ../shared/data --measure   # measure the shipped ranges again
 
-Calibration texts (512, none from an evaluated set): 128 each of STS-B train sentences, Quora train questions, SNLI
-train sentences and SciFact abstracts (long). Held out: STS-B dev and SICK (train + trial; never calibrated on).
-Each ISA is measured in a child process: natively, and on a VNNI CPU also AVX2-only (``ONEDNN_MAX_CPU_ISA=AVX2
+Calibration texts (512, none from an evaluated set): 128 each of STS-B train sentences, Quora train questions (the
+file's first pairs), SNLI train sentences and SciFact abstracts (long). Dev (tuned on): STS-B dev and SICK (train +
+trial). Held apart: MNLI dev matched and mismatched, XNLI English dev + test, SNLI dev, Quora random-sample pairs
+(``int8_heldapart.py`` says how each is scored). fp32 encodes every text once, natively, in this process; each ISA's
+int8 is measured against it in a child process: natively, and on a VNNI CPU also AVX2-only (``ONEDNN_MAX_CPU_ISA=AVX2
 ATEN_CPU_CAPABILITY=avx2``) and AVX-VNNI (``ONEDNN_MAX_CPU_ISA=AVX2_VNNI``, the AVX2 kernels), emulated (labelled); an
 ISA measured twice records its worse loss per set. On an AVX2-only CPU both would run AVX2 again: only the native run
 measures. ``--measure`` keeps the losses recorded for ISAs this CPU cannot run (the same ranges, measured elsewhere:
@@ -29,13 +32,18 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from _data import cpu_summary, read_quora_questions, read_sick, read_stsb, sts_spearman
+from _data import cpu_summary, read_quora_questions, read_stsb
+from int8_heldapart import compare, dev_sets, distinct_texts, held_apart_sets
 
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.encoder.identity import weights_digest
 from sbert_qdrant.encoder.int8 import calibration, int8_kernels
 
 PER_SOURCE = 128
+#: The Linears kept out of u8 activations (None: ``quantize.kept_layer_names``'s rule, the first block's FFN output)
+#: and SmoothQuant strengths per Linear ({}: the defaults), written into the ranges they were measured with.
+KEPT: tuple[str, ...] | None = None
+ALPHAS: dict[str, float] = {}
 #: The environments each ISA is measured in (the AVX2 one is emulated on a CPU with AVX-512).
 _HELD_TO_AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 ISA_ENVIRONMENTS = {
@@ -65,35 +73,18 @@ def calibration_texts(data: Path) -> list[str]:
     return stsb + quora + list(snli) + abstracts
 
 
-def held_out_sets(data: Path) -> dict[str, tuple[list[str], list[str], list[float]]]:
-    sick_train, sick_trial = (
-        read_sick(data / "sick" / "sick_train.tsv.gz"),
-        read_sick(data / "sick" / "sick_trial.tsv.gz"),
-    )
-    sick = tuple(a + b for a, b in zip(sick_train, sick_trial, strict=True))
-    return {"stsb_dev": read_stsb(data / "stsb" / "stsb_dev.tsv.gz"), "sick": sick}  # type: ignore[dict-item]
-
-
-def measure(data: Path) -> dict[str, object]:
-    """STS Spearman of fp32 and static int8 (the shipped ranges) on the held-out sets, in this process's ISA."""
-    exact = SentenceEncoder.load(device="cpu", precision="fp32")
+def measure(data: Path, exact_path: Path) -> dict[str, object]:
+    """Static int8 (the shipped ranges) against fp32 (``exact_path``: the parent's vectors of every text) on the dev
+    and held-apart sets, in this process's ISA: per set both Spearman figures, the loss and the distance."""
+    sets = dev_sets(data) | held_apart_sets(data)
+    texts = distinct_texts(sets)
     int8 = SentenceEncoder.load(device="cpu", precision="int8")
     result: dict[str, object] = {"isa": calibration.int8_isa(), "mode": int8.int8_mode}
     result["kernels"] = int8_kernels(int8.transformer.model)
-    losses, cosines = {}, []
-    for name, (left, right, gold) in held_out_sets(data).items():
-        scores = []
-        for encoder in (exact, int8):
-            a, b = np.asarray(encoder.encode(left)), np.asarray(encoder.encode(right))
-            scores.append(sts_spearman(a, b, gold))
-            cosines.append((a, b))
-        losses[name] = round(scores[0] - scores[1], 3)
-        result[f"{name}_fp32"], result[f"{name}_int8"] = round(scores[0], 2), round(scores[1], 2)
-    pairs = [(cosines[i], cosines[i + 1]) for i in range(0, len(cosines), 2)]
-    result["min_cos"] = round(
-        min(float(((e[k] * q[k]).sum(axis=1)).min()) for e, q in pairs for k in (0, 1)), 4
-    )  # both sides of every held-out pair, fp32 vs int8
-    result["losses"] = losses
+    figures = compare(sets, texts, np.load(exact_path), np.asarray(int8.encode(texts, batch_size=64)))
+    result["sets"] = figures
+    result["losses"] = {name: figure["loss"] for name, figure in figures.items()}
+    result["min_cos"] = min(figure["min_cos"] for figure in figures.values())
     return result
 
 
@@ -101,10 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="folder holding stsb/, sick/, quora/, nli/, scifact/")
     parser.add_argument("--measure", action="store_true", help="only measure the shipped ranges (no calibration)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.data)))
+        print(json.dumps(measure(args.data, args.child)))
         return
     encoder = SentenceEncoder.load(device="cpu", precision="fp32")
     digest = weights_digest(encoder.pipeline)
@@ -117,31 +108,38 @@ def main() -> None:
             fresh = calibration.ActivationRanges.read(calibration.ranges_path(digest))
             del os.environ["SBERT_QDRANT_CACHE"]
         assert fresh is not None
+        fresh = dataclasses.replace(fresh, kept=KEPT, alphas=ALPHAS)
         fresh.save(path)
         print(f"calibrated on {len(texts)} train texts -> {path}")
     print(cpu_summary())
     shipped = calibration.ActivationRanges.read(path)
     losses: dict[str, dict[str, float]] = {}
-    for label, extra in ISA_ENVIRONMENTS.items():
-        if extra and calibration.int8_isa() != "vnni":
-            print(f"{label}: not emulated (this CPU has no VNNI: its native int8 is {calibration.int8_isa()})")
-            continue
-        with tempfile.TemporaryDirectory() as cache:  # no cached calibration: the shipped ranges are what runs
-            env = os.environ | extra | {"SBERT_QDRANT_CACHE": cache}
-            child = [sys.executable, __file__, "--data", str(args.data), "--child"]
-            out = subprocess.run(child, env=env, check=True, capture_output=True, text=True).stdout
-        result = json.loads(out.strip().splitlines()[-1])
-        emulated = " (emulated)" if extra else ""
-        print(f"{label}{emulated}: {result}")
-        if result["mode"] == "static":  # elsewhere int8 is dynamic: nothing measured for auto to read
-            known = losses.setdefault(str(result["isa"]), {})
-            for name, loss in result["losses"].items():
-                known[name] = max(loss, known.get(name, loss))
+    with tempfile.TemporaryDirectory() as folder:
+        exact = Path(folder) / "fp32.npy"  # fp32 once, natively: the reference of every ISA's int8
+        np.save(exact, encoder.encode(distinct_texts(dev_sets(args.data) | held_apart_sets(args.data)), batch_size=64))
+        for label, extra in ISA_ENVIRONMENTS.items():
+            if extra and calibration.int8_isa() != "vnni":
+                print(f"{label}: not emulated (this CPU has no VNNI: its native int8 is {calibration.int8_isa()})")
+                continue
+            with tempfile.TemporaryDirectory() as cache:  # no cached calibration: the shipped ranges are what runs
+                env = os.environ | extra | {"SBERT_QDRANT_CACHE": cache}
+                child = [sys.executable, __file__, "--data", str(args.data), "--child", str(exact)]
+                out = subprocess.run(child, env=env, check=True, capture_output=True, text=True).stdout
+            result = json.loads(out.strip().splitlines()[-1])
+            emulated = " (emulated)" if extra else ""
+            print(f"{label}{emulated}: {json.dumps(result)}")
+            if result["mode"] == "static":  # elsewhere int8 is dynamic: nothing measured for auto to read
+                known = losses.setdefault(str(result["isa"]), {})
+                for name, loss in result["losses"].items():
+                    known[name] = max(loss, known.get(name, loss))
     assert shipped is not None
     if args.measure:  # the same ranges: losses measured elsewhere on ISAs this CPU lacks still hold
         losses = {isa: known for isa, known in shipped.losses.items() if isa not in losses} | losses
-    dataclasses.replace(shipped, losses=losses).save(path)
+    final = dataclasses.replace(shipped, losses=losses)
+    final.save(path)
     print(f"losses recorded in {path}: {losses}")
+    for isa in losses:
+        print(f"auto with {isa}: {final.int8_verdict(isa) or 'static int8 (exact-grade)'}")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ there: 0.060 and 0.041), at about 1.7x fp32's speed.
 
 from __future__ import annotations
 
+import ctypes
 import re
 import warnings
 from typing import Literal
@@ -22,7 +23,7 @@ from torch import nn
 from .. import cpu
 from .calibration import ActivationRanges, quantized_layer_names
 from .linear import SHARED_INPUT, SMOOTH_ALPHA, WEIGHT_LEVELS, Bf16Linear, StaticInt8Linear, compiled_quantizer
-from .native import native_library, runs_gemm
+from .native import library_isa, load_library, native_library, runs_gemm
 from .native_layers import install_int8_attention, install_residual_layer_norms
 
 #: The FFN down projection's alpha: its GELU input has outlier channels ~5x the rest, so more of the range moves
@@ -96,7 +97,7 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
     where the native AVX2 GEMM runs them, else left fp32), and each
     BERT-style self-attention for the int8 one, in place. Where the native kernels run (``native.py``) they quantize
     activations and compute attention (and, on AVX2, the GEMMs); elsewhere PyTorch does."""
-    kept = set(kept_layer_names(model))
+    kept = set(kept_layer_names(model) if ranges.kept is None else ranges.kept)
     bf16 = cpu.native_bf16()
     library = native_library()
     if library is None:
@@ -108,15 +109,21 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         linear = getattr(parent, child)
-        if name in kept:
-            if bf16:
-                setattr(parent, child, Bf16Linear(linear))
-            elif library is not None and runs_gemm(library, linear.in_features, linear.out_features):
-                low, high = ranges.low[name], ranges.high[name]
-                setattr(parent, child, StaticInt8Linear(linear, low, high, native=library, wide_input=True))
-            continue
-        alpha = DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA
         reach = weight_reach.get(parent_name)
+        if name in kept:  # s16 inputs smooth at SMOOTH_ALPHA: their 13 bits hold the GELU's outliers unaided
+            # attention's q, k and v go s16 where a native GEMM runs them, so the int8 attention kernel still reads
+            # their u8 outputs (bf16 ones would need PyTorch's attention)
+            wide_library = _wide_library(library)
+            runs_wide = wide_library is not None and runs_gemm(wide_library, linear.in_features, linear.out_features)
+            if bf16 and not (runs_wide and child in SHARED_INPUT):
+                setattr(parent, child, Bf16Linear(linear))
+            elif runs_wide:
+                library_for_kept = wide_library
+                low, high, alpha = ranges.low[name], ranges.high[name], ranges.alphas.get(name, SMOOTH_ALPHA)
+                wide = StaticInt8Linear(linear, low, high, alpha, reach, native=library_for_kept, wide_input=True)
+                setattr(parent, child, wide)
+            continue
+        alpha = ranges.alphas.get(name, DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA)
         quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels, library)
         if library is not None:
             quantized.quantizer_library = library
@@ -127,6 +134,16 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
         install_int8_attention(model, ranges.output_reach, library)
         install_residual_layer_norms(model, library)
     return model
+
+
+def _wide_library(library: ctypes.CDLL | None) -> ctypes.CDLL | None:
+    """The kernels whose GEMM runs s16 x s8 (their AVX2 build): this CPU's own, or beside the AVX512-VNNI ones where
+    the CPU also runs AVX2 with FMA (for the Linears kept out of u8 that oneDNN cannot run in s16); None without."""
+    if library is None or library_isa(library) == "avx2":
+        return library
+    if not (cpu.has("avx2") and cpu.has("fma3")):
+        return None
+    return load_library("avx2")[0]
 
 
 def _shared_weight_reach(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
