@@ -163,13 +163,13 @@ def score(name: str, model: CrossEncoder, pairs: list[tuple[str, str]]) -> np.nd
     last layer, as predict did before (the first-token hook is never installed for it)."""
     if name != "int8-before":
         return np.asarray(model.predict(pairs, batch_size=32), dtype=np.float64).ravel()
-    rows = cross_module.cpu_batch_rows
+    rows, first = cross_module.cpu_batch_rows, cross_module.first_token_only
     cross_module.cpu_batch_rows = lambda _pairs, batch_size: batch_size
-    model._first_token_only = lambda: None  # type: ignore[method-assign]
+    cross_module.first_token_only = lambda _model: None
     try:
         return np.asarray(model.predict(pairs, batch_size=32), dtype=np.float64).ravel()
     finally:
-        cross_module.cpu_batch_rows = rows
+        cross_module.cpu_batch_rows, cross_module.first_token_only = rows, first
 
 
 def train_and_certify(

@@ -23,7 +23,7 @@ from sbert_qdrant import (
     RankedText,
     SentenceEncoder,
 )
-from sbert_qdrant.encoder.cross_encoder import cpu_batch_rows
+from sbert_qdrant.encoder.cross_scoring import cpu_batch_rows
 from sbert_qdrant.encoder.int8.calibration import int8_isa
 from sbert_qdrant.training import PairClassificationEvaluator, RetrievalEvaluator, STSEvaluator
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -20,7 +19,6 @@ from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
 from .base import Features
 from .cross_loading import (
-    ACTIVATION_PATHS,
     RERANK_EXACT_GRADE_LOSS,
     Activation,
     default_activation,
@@ -29,6 +27,14 @@ from .cross_loading import (
     read_cross_encoder,
     transformer_folder,
     write_cross_encoder,
+)
+from .cross_scoring import (
+    ACTIVATION_FUNCTIONS,
+    checked_activation,
+    checked_pairs,
+    cpu_batch_rows,
+    first_token_only,
+    scoring,
 )
 from .encoder import _checked_texts, warn_truncated
 from .feed import TokenFeed
@@ -39,7 +45,6 @@ from .loading import resolve_model_folder
 from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
 from .runtime import (
     check_precision,
-    cpu_streams,
     length_sorted_batches,
     place,
     resolve_device,
@@ -49,25 +54,6 @@ from .runtime import (
 from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
-
-_ACTIVATION_FUNCTIONS = {
-    "sigmoid": torch.sigmoid,
-    "identity": lambda logits: logits,
-    "softmax": lambda logits: torch.softmax(logits, dim=-1),
-    "tanh": torch.tanh,
-}
-#: Classification models whose head reads the first token's last hidden state alone (BERT's pooler, RoBERTa's and
-#: ELECTRA's heads): scoring needs the last layer's attention output and FFN for that token only.
-_FIRST_TOKEN_HEADS = frozenset(
-    {
-        "BertForSequenceClassification",
-        "RobertaForSequenceClassification",
-        "XLMRobertaForSequenceClassification",
-        "ElectraForSequenceClassification",
-    }
-)
-#: Set while this thread scores pairs (``predict``): the last layer then computes its first token alone.
-_SCORING = threading.local()
 
 
 @dataclass(frozen=True)
@@ -117,11 +103,11 @@ class CrossEncoder(nn.Module):
         target = resolve_device(device)
         check_precision(precision, target)
         self.transformer = transformer
-        self.activation = _checked_activation(activation or default_activation(self.num_labels))
+        self.activation = checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
         pairs = checked_calibration(
-            calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
+            calibration_pairs, precision, "calibration_pairs", checked_pairs, "pairs like those you will score"
         )
         # "auto" picks static int8 only with ranges certified for these weights on this CPU's ISA (certify_int8)
         exact = int8_ranges is not None and int8_ranges.exact_grade(int8_isa(), RERANK_EXACT_GRADE_LOSS)
@@ -183,7 +169,7 @@ class CrossEncoder(nn.Module):
             )
         check_precision(precision, resolve_device(device))
         checked_calibration(
-            calibration_pairs, precision, "calibration_pairs", _checked_pairs, "pairs like those you will score"
+            calibration_pairs, precision, "calibration_pairs", checked_pairs, "pairs like those you will score"
         )
         name = os.fspath(model)
         if "/" not in name and os.sep not in name and not Path(name).expanduser().is_dir():
@@ -261,7 +247,7 @@ class CrossEncoder(nn.Module):
 
     @activation.setter
     def activation(self, value: Activation) -> None:
-        self._activation = _checked_activation(value)
+        self._activation = checked_activation(value)
 
     def pair_token_ids(self, pairs: Sequence[tuple[str, str]]) -> tuple[list[list[int]], list[list[int]] | None, int]:
         """Token ids of each pair (cut at ``max_seq_length``), their segment ids (None when the model takes none)
@@ -324,7 +310,7 @@ class CrossEncoder(nn.Module):
 
     def tokenize(self, pairs: Sequence[tuple[str, str]]) -> Features:
         """Collate pairs into model inputs on this cross-encoder's device (for training)."""
-        ids, types, _ = self.pair_token_ids(_checked_pairs(pairs))
+        ids, types, _ = self.pair_token_ids(checked_pairs(pairs))
         return self.collate(ids, types)
 
     def forward(self, features: Features) -> torch.Tensor:
@@ -345,12 +331,12 @@ class CrossEncoder(nn.Module):
         activation: applied to the logits; None: this model's ``activation``.
         show_progress_bar: None shows it when this module's logger is at INFO.
         """
-        items = _checked_pairs(pairs)
+        items = checked_pairs(pairs)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
-        apply = _ACTIVATION_FUNCTIONS[_checked_activation(activation or self.activation)]
+        apply = ACTIVATION_FUNCTIONS[checked_activation(activation or self.activation)]
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         if items:
             with self._int8.first_texts(items) if self._int8 else nullcontext():
@@ -369,14 +355,11 @@ class CrossEncoder(nn.Module):
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
 
-        self._first_token_only()
+        first_token_only(self.transformer.model)
 
         def compute(features: Features) -> torch.Tensor:
-            _SCORING.on = True
-            try:
+            with scoring():
                 return apply(self(features).float())
-            finally:
-                _SCORING.on = False
 
         if self.device.type == "cpu":
             ids, types, cut = self.pair_token_ids(pairs)
@@ -400,15 +383,6 @@ class CrossEncoder(nn.Module):
                 len(pairs), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
             )
         self._warn_truncated(feed.truncated, len(pairs))
-
-    def _first_token_only(self) -> None:
-        """Have the last layer compute its attention output and FFN for the first token alone while scoring, where
-        the head reads that token only (the others' last-layer outputs are never read): the same logits, ~9/12 of
-        one layer's GEMMs fewer. A hook on the module that runs now (int8 swaps it when it quantizes)."""
-        target = _last_attention_output(self.transformer.model)
-        if target is not None and not getattr(target, "_sbert_qdrant_first_token", False):
-            target.register_forward_pre_hook(_first_token_rows)
-            setattr(target, "_sbert_qdrant_first_token", True)  # noqa: B010  (a plain attribute, not a submodule)
 
     def _pair_rows(self, pairs: list[tuple[str, str]]) -> tuple[list[_PairRow], int]:
         ids, types, cut = self.pair_token_ids(pairs)
@@ -469,59 +443,3 @@ class CrossEncoder(nn.Module):
             f"precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
-
-
-def cpu_batch_rows(pairs: int, batch_size: int) -> int:
-    """Rows per batch on a CPU: ``batch_size``, but small enough that a re-rank's few pairs make two batches per
-    stream of ``run_batches`` (each stream one thread, no thread waiting on another inside each operation; the
-    longest batches first, so the streams finish together). 20 pairs of 256 tokens on 2 cores: 4 batches of 5."""
-    streams, _ = cpu_streams(torch.get_num_threads())
-    if streams == 1:
-        return batch_size
-    return max(1, min(batch_size, -(-pairs // (2 * streams))))
-
-
-def _last_attention_output(model: nn.Module) -> nn.Module | None:
-    """The last layer's attention output module (``attention.output``) of a classification model whose head reads
-    the first token alone (:data:`_FIRST_TOKEN_HEADS`), else None."""
-    if type(model).__name__ not in _FIRST_TOKEN_HEADS or getattr(model.config, "is_decoder", False):
-        return None
-    layers = getattr(getattr(getattr(model, "base_model", None), "encoder", None), "layer", None)
-    if not isinstance(layers, nn.ModuleList) or len(layers) == 0:
-        return None
-    output = getattr(getattr(layers[-1], "attention", None), "output", None)
-    return output if isinstance(output, nn.Module) else None
-
-
-def _first_token_rows(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
-    """Forward pre-hook of the last attention output while scoring: (context, residual) cut to the first token."""
-    if not getattr(_SCORING, "on", False) or len(args) != 2:
-        return None
-    context, residual = args
-    return context[:, :1].contiguous(), residual[:, :1].contiguous()
-
-
-def _checked_activation(activation: object) -> Activation:
-    if activation not in ACTIVATION_PATHS:
-        raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(ACTIVATION_PATHS)}.")
-    return activation  # type: ignore[return-value]  # checked just above
-
-
-def _checked_pairs(pairs: object) -> list[tuple[str, str]]:
-    """A list of (str, str), or an error naming the first bad pair and its index."""
-    if pairs is None or isinstance(pairs, (str, bytes, dict)) or not isinstance(pairs, Sequence):
-        raise InvalidInputError(f"pairs must be a sequence of (text_a, text_b), not {type(pairs).__name__}.")
-    items = []
-    for i, pair in enumerate(pairs):
-        if isinstance(pair, (str, bytes)) or not isinstance(pair, Sequence) or len(pair) != 2:
-            raise InvalidInputError(
-                f"pairs[{i}] is {type(pair).__name__} ({pair!r:.60}), not a pair (text_a, text_b); "
-                "pass [(a, b), ...], a single pair as [(a, b)]."
-            )
-        for j, text in enumerate(pair):
-            if not isinstance(text, str):
-                raise InvalidInputError(
-                    f"pairs[{i}][{j}] is {type(text).__name__} ({text!r:.60}), not str; pass text, e.g. str(value)."
-                )
-        items.append((pair[0], pair[1]))
-    return items
