@@ -230,6 +230,22 @@ def dev_searcher(corpus: Corpus, pool: list[str], folder: Path) -> Callable[[Sen
     return build
 
 
+def write_documents(args: argparse.Namespace, coll: TextCollection, corpus: Corpus) -> float:
+    """The abstracts written as documents (``--chunk-tokens`` chunks, the title as chunk context unless
+    ``--no-context``; a re-run skips the stored ones), optimized; the seconds it took."""
+    start = time.perf_counter()
+    coll.upsert_documents(
+        corpus.bodies,
+        ids=corpus.ids,
+        payloads=[{"title": t} for t in corpus.titles],
+        chunk_tokens=args.chunk_tokens,
+        on_conflict="skip",
+        context_field="title" if args.context else None,
+    )
+    coll.optimize()
+    return time.perf_counter() - start
+
+
 def index_documents(
     args: argparse.Namespace,
     corpus: Corpus,
@@ -246,17 +262,7 @@ def index_documents(
     print(f"\n== 2. documents, base model, {context}, {args.chunk_tokens}-token chunks ==")
     name = f"scifact-documents-{args.chunk_tokens}" + ("" if args.context else "-no-context")
     with TextCollection(name, base, location=store) as coll:
-        start = time.perf_counter()
-        coll.upsert_documents(
-            corpus.bodies,
-            ids=corpus.ids,
-            payloads=[{"title": t} for t in corpus.titles],
-            chunk_tokens=args.chunk_tokens,
-            on_conflict="skip",
-            context_field="title" if args.context else None,
-        )
-        coll.optimize()
-        timings["index documents"] = time.perf_counter() - start
+        timings["index documents"] = write_documents(args, coll, corpus)
         documents = document_scores(coll, queries, qrels)
     print(f"indexed in {timings['index documents']:.0f} s; documents: {documents}")
     return documents
@@ -557,17 +563,7 @@ def documents_stages(
     slots = {"tokens": token_slot}
     name = f"scifact-documents-adapted-{args.chunk_tokens}" + ("" if args.context else "-no-context")
     with TextCollection(name, trained, location=store, named_vectors=slots) as coll:
-        start = time.perf_counter()
-        coll.upsert_documents(
-            corpus.bodies,
-            ids=corpus.ids,
-            payloads=[{"title": t} for t in corpus.titles],
-            chunk_tokens=args.chunk_tokens,
-            on_conflict="skip",
-            context_field="title" if args.context else None,
-        )
-        coll.optimize()
-        timings["index documents adapted"] = time.perf_counter() - start
+        timings["index documents adapted"] = write_documents(args, coll, corpus)
         depth = args.rescore_candidates
         remembered = Remembered(reranker)
         searches: dict[str, dict[str, Any]] = {
