@@ -6,6 +6,7 @@ set within ``HELD_APART_LOSS``).
 
     python benchmarks/int8_ranges.py --data ../shared/data             # calibrate, then measure on every ISA here
     python benchmarks/int8_ranges.py --data ../shared/data --measure   # measure the shipped ranges again
+    # --fp32 PATH: reuse the fp32 vectors an earlier run saved; --isa native --isa avx2: only those
 
 Calibration texts (512, none from an evaluated set): 128 each of STS-B train sentences, Quora train questions (the
 file's first pairs), SNLI train sentences and SciFact abstracts (long). Dev (tuned on): STS-B dev and SICK (train +
@@ -92,6 +93,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, required=True, help="folder holding stsb/, sick/, quora/, nli/, scifact/")
     parser.add_argument("--measure", action="store_true", help="only measure the shipped ranges (no calibration)")
+    parser.add_argument(
+        "--fp32", type=Path, help="fp32 vectors of the sets' texts saved (np.save) by an earlier run: not encoded again"
+    )
+    parser.add_argument(
+        "--isa", action="append", choices=list(ISA_ENVIRONMENTS), help="measure only these (default: every one)"
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -115,9 +122,13 @@ def main() -> None:
     shipped = calibration.ActivationRanges.read(path)
     losses: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as folder:
-        exact = Path(folder) / "fp32.npy"  # fp32 once, natively: the reference of every ISA's int8
-        np.save(exact, encoder.encode(distinct_texts(dev_sets(args.data) | held_apart_sets(args.data)), batch_size=64))
+        exact = args.fp32 or Path(folder) / "fp32.npy"  # fp32 once, natively: the reference of every ISA's int8
+        if args.fp32 is None:
+            texts = distinct_texts(dev_sets(args.data) | held_apart_sets(args.data))
+            np.save(exact, encoder.encode(texts, batch_size=64))
         for label, extra in ISA_ENVIRONMENTS.items():
+            if args.isa and label not in args.isa:
+                continue
             if extra and calibration.int8_isa() != "vnni":
                 print(f"{label}: not emulated (this CPU has no VNNI: its native int8 is {calibration.int8_isa()})")
                 continue

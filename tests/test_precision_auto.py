@@ -11,6 +11,7 @@ from conftest import tiny_transformer
 
 from sbert_qdrant import CrossEncoder, InvalidArgumentError, Pooling, SentenceEncoder
 from sbert_qdrant.encoder import cpu, runtime
+from sbert_qdrant.encoder.int8 import ActivationRanges, calibration
 from sbert_qdrant.settings import Settings
 from sbert_qdrant.training import SoftmaxLoss, Trainer
 
@@ -34,6 +35,21 @@ def test_auto_picks_bf16_only_on_cpus_with_native_bf16(
     assert f"precision='auto' runs {chosen} on cpu" in caplog.text
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[chosen]
     assert next(encoder.transformer.model.parameters()).dtype == dtype
+
+
+def test_auto_says_why_shipped_int8_ranges_do_not_run(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 58: ranges within the dev limit but past the held-apart one run the next exact precision, saying why."""
+    monkeypatch.setattr(cpu, "native_bf16", lambda: False)
+    monkeypatch.setattr(calibration, "int8_isa", lambda: "avx2")
+    losses = {"avx2": {"stsb_dev": 0.03, "sick": 0.01, "mnli_m": 0.05, "xnli": 0.33}}
+    monkeypatch.setattr(calibration, "shipped_ranges", lambda _: ActivationRanges({}, {}, "", losses=losses))
+    with caplog.at_level(logging.INFO, logger="sbert_qdrant.encoder"):
+        encoder = tiny()
+    assert encoder.precision == "fp32" and encoder.auto_precision
+    assert "does not run int8: static int8 lost 0.330 Spearman x100 on xnli with avx2 (limit 0.075)" in caplog.text
+    assert "precision='auto' runs fp32 on cpu" in caplog.text
 
 
 def test_explicit_precision_is_kept_and_not_marked_auto(monkeypatch: pytest.MonkeyPatch) -> None:
