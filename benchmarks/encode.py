@@ -225,7 +225,7 @@ def arithmetic_limit(encoder: SentenceEncoder, texts: list[str]) -> tuple[float,
         for line in Path("/proc/cpuinfo").read_text().splitlines()
         if line.startswith("cpu MHz")
     )
-    per_cycle = 64 if cpu.has("avx512_f") else 32
+    per_cycle = 64 if cpu.has("avx512_f") and cpu.aten_limit() not in ("avx2", "default") else 32  # emulated AVX2: 32
     peak = (os.cpu_count() or 1) * ghz * 1e9 * per_cycle
     fp32 = tokens * flop_per_token / peak
     rate, why = int8_rate()
