@@ -113,15 +113,13 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
         if name in kept:  # s16 inputs smooth at SMOOTH_ALPHA: their 13 bits hold the GELU's outliers unaided
             # attention's q, k and v go s16 where a native GEMM runs them, so the int8 attention kernel still reads
             # their u8 outputs (bf16 ones would need PyTorch's attention)
-            wide_library = _wide_library(library)
-            runs_wide = wide_library is not None and runs_gemm(wide_library, linear.in_features, linear.out_features)
-            if bf16 and not (runs_wide and child in SHARED_INPUT):
-                setattr(parent, child, Bf16Linear(linear))
-            elif runs_wide:
-                library_for_kept = wide_library
+            # (the AVX2 build is looked for only where it may serve: a bf16 CPU keeps its other kept Linears bf16)
+            wide = _wide_library(library) if not bf16 or child in SHARED_INPUT else None
+            if wide is not None and runs_gemm(wide, linear.in_features, linear.out_features):
                 low, high, alpha = ranges.low[name], ranges.high[name], ranges.alphas.get(name, SMOOTH_ALPHA)
-                wide = StaticInt8Linear(linear, low, high, alpha, reach, native=library_for_kept, wide_input=True)
-                setattr(parent, child, wide)
+                setattr(parent, child, StaticInt8Linear(linear, low, high, alpha, reach, native=wide, wide_input=True))
+            elif bf16:
+                setattr(parent, child, Bf16Linear(linear))
             continue
         alpha = ranges.alphas.get(name, DOWN_PROJECTION_ALPHA if is_down_projection(linear) else SMOOTH_ALPHA)
         quantized = StaticInt8Linear(linear, ranges.low[name], ranges.high[name], alpha, reach, levels, library)
