@@ -36,6 +36,7 @@ from _data import read_corpus, read_quora_questions, read_scifact, read_stsb
 from sentence_transformers import SentenceTransformer
 
 from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant._collection.vectors import default_batch_size
 from sbert_qdrant.dedup import mine_pairs
 from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.training import SoftmaxLoss, Trainer, TrainingConfig, read_nli
@@ -96,7 +97,8 @@ def encoding(args: argparse.Namespace, device: torch.device, folder: str) -> Sen
     }
     peak = peak_flops(device, args.peak_tflops)
     print(
-        f"\n== 1. encoding on {describe(device)}: anchor batch {args.batch}, ours up to {args.batch_ours} texts and "
+        f"\n== 1. encoding on {describe(device)}: anchor batch {args.batch}, ours "
+        f"{'the default call' if args.batch_ours is None else f'up to {args.batch_ours} texts'} and "
         f"{ours.batch_tokens} tokens a batch; peak {'unknown' if peak is None else f'{peak / 1e12:.0f} TFLOP/s'}"
     )
     for workload, texts in (("short", short), ("long (cut at 256)", long)):
@@ -143,7 +145,7 @@ def ingestion(args: argparse.Namespace, encoder: SentenceEncoder, device: torch.
     ][: args.ingest]  # repeated sources made distinct, to reach the count
     with tempfile.TemporaryDirectory() as folder:
         collection = TextCollection("gpu_ingest", encoder=encoder, location=folder)
-        batch = 32 if device.type == "cpu" else 1024  # the collection's default encode_batch_size there
+        batch = default_batch_size(encoder)  # the collection's encode_batch_size when given none
         vectors, encode_s = synced(device, lambda: np.asarray(encoder.encode_document(texts, batch_size=batch)))
         _, total_s = synced(device, lambda: collection.upsert_texts(texts))
         given = TextCollection("gpu_given", encoder=encoder, location=folder)
@@ -245,7 +247,9 @@ def main() -> None:
     parser.add_argument("--abstracts", type=int, default=2_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch", type=int, default=256, help="the anchor's batch")
-    parser.add_argument("--batch-ours", type=int, default=4096, help="ours: texts a batch at most (tokens cap it)")
+    parser.add_argument(
+        "--batch-ours", type=int, default=None, help="ours: texts a batch at most (default: the default call's)"
+    )
     parser.add_argument("--pairs", type=int, default=10_000, help="sentences of the most-similar-pair headline")
     parser.add_argument("--ingest", type=int, default=100_000, help="texts upserted into Edge")
     parser.add_argument("--train-steps", type=int, default=150)

@@ -10,8 +10,10 @@ was given) under ``"key"``, and the caller's fields beside them; a document's ch
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +35,22 @@ Key = str | int
 
 def text_id(text: str) -> str:
     """The id of a text stored without one: a UUID string, which is also its point id."""
-    return str(uuid.uuid5(ID_NAMESPACE, "text:" + text))
+    return _uuid5("text:" + text)
+
+
+def _uuid5(name: str) -> str:
+    """``str(uuid.uuid5(ID_NAMESPACE, name))``, without building a ``UUID`` (a write computes one per point)."""
+    h = hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8")).hexdigest()
+    # version 5 in the 13th hex digit; the RFC 4122 variant (binary 10) in the top bits of the 17th
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[int(h[16], 16) & 3]}{h[17:20]}-{h[20:32]}"
+
+
+_NAMESPACE_BYTES = ID_NAMESPACE.bytes
+_VARIANT = "89ab"
+
+
+#: A UUID in its canonical form, the only spelling ``str(uuid.UUID(value))`` gives back unchanged.
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def check_id(value: object, where: str) -> Key:
@@ -49,16 +66,9 @@ def point_id(key: Key) -> str:
     Different ids never share a point: ``"7"`` and ``7`` differ, and so do two spellings of one UUID.
     """
     check_id(key, "id")
-    if isinstance(key, str) and _is_canonical_uuid(key):
+    if isinstance(key, str) and _CANONICAL_UUID.fullmatch(key):
         return key
-    return str(uuid.uuid5(ID_NAMESPACE, f"{type(key).__name__}:{key}"))
-
-
-def _is_canonical_uuid(value: str) -> bool:
-    try:
-        return str(uuid.UUID(value)) == value
-    except ValueError:
-        return False
+    return _uuid5(f"{type(key).__name__}:{key}")
 
 
 def check_ids(ids: object, where: str = "ids") -> list[Key]:
@@ -119,10 +129,12 @@ class CheckedRecord:
     explicit_id: bool
     #: The dense vector the caller gave (checked), None when the collection encodes the text.
     vector: np.ndarray | None = None
+    #: The engine's point id of ``id`` (computed once: given where the id is checked, else from ``id``).
+    point_id: str = ""
 
-    @property
-    def point_id(self) -> str:
-        return point_id(self.id)
+    def __post_init__(self) -> None:
+        if not self.point_id:
+            object.__setattr__(self, "point_id", point_id(self.id))
 
 
 @dataclass(frozen=True)
@@ -150,37 +162,46 @@ class UpsertResult(list[Key]):
 class WriteLedger:
     """Which records of a write are stored: every record's id in input order and those stored (written now, or
     found stored before), by point id, so that ``"7"`` and ``7`` stay apart. The one ledger of the collection's
-    pipelined write and of both Ray write paths; an id that is not an id (a bad row's) is left out."""
+    pipelined write and of both Ray write paths; an id that is not an id (a bad row's) is left out. It keeps the
+    lists it is given and reads them only when asked (after a failure): a write that succeeds pays nothing per id."""
 
     def __init__(self) -> None:
-        self._order: dict[str, Key] = {}
-        self._stored: set[str] = set()
+        self._added: list[list[object]] = []
+        self._landed: list[list[object]] = []
 
     def add(self, keys: Iterable[object]) -> None:
         """Records of the write, in input order (a repeat keeps its first place)."""
-        for key in keys:
-            mark = id_mark(key)
-            if mark is not None:
-                self._order.setdefault(mark, key)  # type: ignore[arg-type]
+        self._added.append(list(keys))
 
     def stored(self, keys: Iterable[object]) -> None:
         """Records now stored (their write landed, or they were stored before)."""
-        self._stored.update(mark for key in keys if (mark := id_mark(key)) is not None)
+        self._landed.append(list(keys))
+
+    def _marks(self) -> tuple[dict[str, Key], set[str]]:
+        order: dict[str, Key] = {}
+        for key in itertools.chain.from_iterable(self._added):
+            mark = id_mark(key)
+            if mark is not None:
+                order.setdefault(mark, key)  # type: ignore[arg-type]
+        landed = {mark for key in itertools.chain.from_iterable(self._landed) if (mark := id_mark(key)) is not None}
+        return order, landed
 
     @property
     def any_stored(self) -> bool:
-        return bool(self._stored)
+        return any(id_mark(key) is not None for key in itertools.chain.from_iterable(self._landed))
 
     @property
     def stored_count(self) -> int:
-        return sum(mark in self._stored for mark in self._order)
+        order, landed = self._marks()
+        return sum(mark in landed for mark in order)
 
     def error(self, message: str) -> PartialWriteError:
         """The write's ``PartialWriteError``: the stored ids and the others, each in input order."""
+        order, landed = self._marks()
         return PartialWriteError(
             message,
-            written_ids=[key for mark, key in self._order.items() if mark in self._stored],
-            unwritten_ids=[key for mark, key in self._order.items() if mark not in self._stored],
+            written_ids=[key for mark, key in order.items() if mark in landed],
+            unwritten_ids=[key for mark, key in order.items() if mark not in landed],
         )
 
 
@@ -288,31 +309,57 @@ class VectorShape:
             )
         return vector
 
+    def check_each(self, values: list[object], indices: list[int]) -> list[np.ndarray]:
+        """``check`` of one vector per record (``vectors[index]``), a batch's worth as one matrix where they stack:
+        the same vectors and, for the first bad one, the same error."""
+        if not self.rows and values:
+            try:
+                matrix = np.asarray(values, dtype=np.float32)
+            except (TypeError, ValueError):
+                matrix = None
+            if matrix is not None and matrix.shape == (len(values), self.dimension) and self._fine(matrix):
+                return list(matrix)
+        return [self.check(value, f"vectors[{index}]") for value, index in zip(values, indices, strict=True)]
 
-def _check(record: TextRecord, index: int, shape: VectorShape | None, reserved: frozenset[str]) -> CheckedRecord:
+    def _fine(self, matrix: np.ndarray) -> bool:
+        """Whether every row of a (n, dimension) matrix passes ``check``."""
+        if not np.isfinite(matrix).all():
+            return False
+        if not self.unit:
+            return True
+        squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+        return bool(np.all(np.abs(np.sqrt(squares) - 1.0) <= self.TOLERANCE))
+
+
+def _check(record: TextRecord, index: int, vector: np.ndarray | None, reserved: frozenset[str]) -> CheckedRecord:
     text = check_text(record.text, f"texts[{index}]")
     fields = check_payload(record.payload, f"payloads[{index}]", reserved)
-    vector = _checked_vector(record.vector, index, shape)
     if record.id is None:
-        return CheckedRecord(index, text_id(text), text, fields, explicit_id=False, vector=vector)
-    return CheckedRecord(index, check_id(record.id, f"ids[{index}]"), text, fields, explicit_id=True, vector=vector)
+        derived = text_id(text)
+        return CheckedRecord(index, derived, text, fields, explicit_id=False, vector=vector, point_id=derived)
+    key = check_id(record.id, f"ids[{index}]")
+    return CheckedRecord(index, key, text, fields, explicit_id=True, vector=vector, point_id=point_id(key))
 
 
-def _checked_vector(value: object, index: int, shape: VectorShape | None) -> np.ndarray | None:
-    """The record's vector, checked: every record has one when ``shape`` is given (vectors from elsewhere), none
+def _checked_vectors(records: list[tuple[int, TextRecord]], shape: VectorShape | None) -> list[np.ndarray | None]:
+    """The records' vectors, checked: every record has one when ``shape`` is given (vectors from elsewhere), none
     otherwise (the collection encodes)."""
     if shape is None:
-        if value is not None:
+        for index, record in records:
+            if record.vector is not None:
+                raise InvalidInputError(
+                    f"texts[{index}] has a vector, but the call has no vectors_from=: pass "
+                    "vectors_from=encoder.identity to write vectors encoded elsewhere, or drop the vectors and let the "
+                    "collection encode."
+                )
+        return [None] * len(records)
+    for index, record in records:
+        if record.vector is None:
             raise InvalidInputError(
-                f"texts[{index}] has a vector, but the call has no vectors_from=: pass vectors_from=encoder.identity "
-                "to write vectors encoded elsewhere, or drop the vectors and let the collection encode."
+                f"texts[{index}] has no vector; with vectors_from= every record carries its vector (vectors= for a "
+                "list)."
             )
-        return None
-    if value is None:
-        raise InvalidInputError(
-            f"texts[{index}] has no vector; with vectors_from= every record carries its vector (vectors= for a list)."
-        )
-    return shape.check(value, f"vectors[{index}]")
+    return list(shape.check_each([r.vector for _, r in records], [i for i, _ in records]))
 
 
 def _as_record(item: object, index: int) -> TextRecord:
@@ -342,9 +389,17 @@ class Deduplicator:
         self._seen: dict[str, tuple[int, dict[str, Any] | None]] = {}
         self._name = name
 
-    def keep(self, index: int, key: object, explicit: bool = True, fields: dict[str, Any] | None = None) -> bool:
-        """Whether the record at ``index`` is the first with its id (a value that is not an id: its own check)."""
-        mark = id_mark(key)
+    def keep(
+        self,
+        index: int,
+        key: object,
+        explicit: bool = True,
+        fields: dict[str, Any] | None = None,
+        mark: str | None = None,
+    ) -> bool:
+        """Whether the record at ``index`` is the first with its id (a value that is not an id: its own check);
+        ``mark``: the id's point id where already known."""
+        mark = mark or id_mark(key)
         if mark is None:
             return True
         if mark not in self._seen:
@@ -434,8 +489,11 @@ def _checked(
     dedup = Deduplicator()
 
     def check(batch: list[tuple[int, TextRecord]]) -> tuple[list[CheckedRecord], list[CheckedRecord]]:
-        every = [_check(record, index, shape, reserved) for index, record in batch]
-        kept = [r for r in every if dedup.keep(r.index, r.id, explicit=r.explicit_id, fields=r.fields)]
+        vectors = _checked_vectors(batch, shape)
+        every = [
+            _check(record, index, vector, reserved) for (index, record), vector in zip(batch, vectors, strict=True)
+        ]
+        kept = [r for r in every if dedup.keep(r.index, r.id, r.explicit_id, r.fields, r.point_id)]
         return every, kept
 
     batches = (check(batch) for batch in _batched(enumerate(records), batch_size))

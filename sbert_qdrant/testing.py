@@ -1,4 +1,5 @@
-"""Test support for code built on sbert-qdrant: tiny random encoders and a qdrant-client whose calls fail on cue.
+"""Test support for code built on sbert-qdrant: tiny random encoders, a qdrant-client whose calls fail on cue, and a
+counter of device syncs.
 
 ``tiny_encoder()`` is a 2-layer, 32-dim random BERT with the default model's real WordPiece tokenizer: fast enough
 for unit tests, meaningless for search quality. ``FaultInjectingClient`` wraps a ``QdrantClient`` or an
@@ -9,10 +10,12 @@ be made to fail on demand.
 
 from __future__ import annotations
 
+import collections
 import inspect
 from typing import Any
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from .encoder import Normalize, Pooling, SentenceEncoder, Transformer
@@ -78,3 +81,31 @@ class FaultInjectingClient:
             return method(*args, **kwargs)
 
         return call
+
+
+class DeviceSyncCounter(TorchDispatchMode):
+    """Counts, on the thread that enters it, the operations that read a tensor's value on the host (``.item()``,
+    ``bool(tensor)``, a data-dependent shape): each is a wait for the device on a GPU. On a CPU it counts the same
+    calls, so a test can hold a path at zero syncs without a GPU.
+
+        with DeviceSyncCounter() as syncs:
+            encoder(features)
+        assert syncs.total == 0, syncs.calls
+    """
+
+    #: The ATen operations a host read of a device tensor goes through.
+    SYNCING = frozenset({"_local_scalar_dense", "is_nonzero", "nonzero", "equal"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: collections.Counter[str] = collections.Counter()
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.values())
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        name = func.overloadpacket.__name__
+        if name in self.SYNCING:
+            self.calls[name] += 1
+        return func(*args, **(kwargs or {}))

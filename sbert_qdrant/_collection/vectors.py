@@ -16,10 +16,11 @@ from .schema import CollectionConfig
 logger = logging.getLogger("sbert_qdrant.collection")
 
 #: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded
-#: (on a GPU ``GPU_BATCH`` x 4: a call that small would leave it idle between calls).
+#: (on a GPU ``encode_batch_size`` x 4, a whole write batch with our encoder: one call keeps the device busy).
 PROGRESS_SLICE = 256
-#: Texts per encoder batch by default: on a CPU sentence-transformers' 32; on a GPU as many as the encoder's token
-#: budget lets in (SentenceEncoder.batch_tokens), up to this many.
+#: Texts per encoder batch by default: on a CPU sentence-transformers' 32; on a GPU, for an encoder that cuts its
+#: batches by a token budget (``SentenceEncoder.batch_tokens``), as many as the budget lets in (a cap it never
+#: reaches: every text has two tokens or more), for any other encoder ``GPU_BATCH``.
 CPU_BATCH, GPU_BATCH = 32, 1024
 
 
@@ -29,8 +30,11 @@ def on_accelerator(encoder: object) -> bool:
 
 
 def default_batch_size(encoder: object) -> int:
-    """The encode batch size of a collection given none: ``GPU_BATCH`` for an encoder on a GPU, else ``CPU_BATCH``."""
-    return GPU_BATCH if on_accelerator(encoder) else CPU_BATCH
+    """The encode batch size of a collection given none (see ``CPU_BATCH``, ``GPU_BATCH``)."""
+    if not on_accelerator(encoder):
+        return CPU_BATCH
+    budget = getattr(encoder, "batch_tokens", None)
+    return max(GPU_BATCH, budget // 2) if isinstance(budget, int) else GPU_BATCH
 
 
 def _slice(settings: CollectionConfig) -> int:

@@ -37,12 +37,12 @@ from .cross_scoring import (
     scoring,
 )
 from .encoder import _checked_texts, warn_truncated
-from .feed import TokenFeed
+from .feed import TokenFeed, row_lengths
 from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
 from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
-from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined, host_tensor
+from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined, host_tensor
 from .runtime import (
     check_precision,
     length_sorted_batches,
@@ -320,7 +320,7 @@ class CrossEncoder(nn.Module):
     def predict(
         self,
         pairs: Sequence[tuple[str, str]],
-        batch_size: int = 32,
+        batch_size: int | None = None,
         activation: Activation | None = None,
         show_progress_bar: bool | None = None,
         convert_to: Literal["numpy", "torch"] = "numpy",
@@ -328,19 +328,19 @@ class CrossEncoder(nn.Module):
         """Score text pairs, in input order: float32 of shape ``(n,)``, or ``(n, num_labels)`` for several labels.
 
         pairs: a sequence of ``(text_a, text_b)``; a single pair is ``[(a, b)]``.
+        batch_size: the most pairs per batch; None: 32 on a CPU, on a GPU as many as the token budget lets in.
         activation: applied to the logits; None: this model's ``activation``.
         show_progress_bar: None shows it when this module's logger is at INFO.
         """
         items = checked_pairs(pairs)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
+        cap = batch_cap(batch_size, self.device)
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
         apply = ACTIVATION_FUNCTIONS[checked_activation(activation or self.activation)]
         out = np.empty((len(items), self.num_labels), dtype=np.float32)
         if items:
             with self._int8.first_texts(items) if self._int8 else nullcontext():
-                self._predict_into(out, items, batch_size, apply, show_progress_bar)
+                self._predict_into(out, items, cap, apply, show_progress_bar)
         result = out[:, 0] if self.num_labels == 1 else out
         return torch.from_numpy(result) if convert_to == "torch" else result
 
@@ -348,7 +348,7 @@ class CrossEncoder(nn.Module):
         self,
         out: np.ndarray,
         pairs: list[tuple[str, str]],
-        batch_size: int,
+        batch_size: int | None,
         apply: Any,
         show_progress_bar: bool | None,
     ) -> None:
@@ -369,28 +369,30 @@ class CrossEncoder(nn.Module):
                 rows = [ids[i] for i in index]
                 out[index] = compute(self.collate(rows, None if types is None else [types[i] for i in index])).numpy()
 
-            batches = length_sorted_batches([len(row) for row in ids], cpu_batch_rows(len(pairs), batch_size))
+            rows_per_batch = cpu_batch_rows(len(pairs), batch_size or CPU_BATCH)
+            batches = length_sorted_batches([len(row) for row in ids], rows_per_batch)
             run_batches(batches, run, self.device, show_progress_bar, "Scoring")
             return
-        feed = TokenFeed(pairs, self._pair_rows, self._collate_rows, self.device.type == "cuda")
+        feed: TokenFeed[tuple[str, str], list[_PairRow]] = TokenFeed(
+            pairs, self._pair_rows, row_lengths, self._collate_rows, self.device.type == "cuda"
+        )
         with tqdm(total=len(pairs), desc="Scoring", unit="pair", disable=not show_progress_bar) as bar:
 
-            def land(index: np.ndarray, scores: np.ndarray) -> None:
-                out[index] = scores
+            def land(chunk: Chunk, index: np.ndarray, scores: np.ndarray) -> None:
+                out[chunk.start + index] = scores
                 bar.update(len(index))
 
-            encode_pipelined(
-                len(pairs), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
-            )
+            encode_pipelined(feed.chunks(), feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size)
         self._warn_truncated(feed.truncated, len(pairs))
 
     def _pair_rows(self, pairs: list[tuple[str, str]]) -> tuple[list[_PairRow], int]:
         ids, types, cut = self.pair_token_ids(pairs)
         return [_PairRow(row, None if types is None else types[i]) for i, row in enumerate(ids)], cut
 
-    def _collate_rows(self, rows: list[_PairRow], pin: bool) -> Features:
-        types = None if rows[0].types is None else [cast(list[int], row.types) for row in rows]
-        return self.collate_host([row.ids for row in rows], types, pin)
+    def _collate_rows(self, rows: list[_PairRow], index: np.ndarray, pin: bool) -> Features:
+        batch = [rows[i] for i in index]
+        types = None if batch[0].types is None else [cast(list[int], row.types) for row in batch]
+        return self.collate_host([row.ids for row in batch], types, pin)
 
     def _warn_truncated(self, cut: int, count: int) -> None:
         warn_truncated(self, cut, count, "pairs", "cross-encoder")
@@ -400,7 +402,7 @@ class CrossEncoder(nn.Module):
         query: str,
         texts: Sequence[str],
         top_k: int | None = None,
-        batch_size: int = 32,
+        batch_size: int | None = None,
         show_progress_bar: bool | None = None,
     ) -> list[RankedText]:
         """Score ``(query, text)`` for every text; the best ``top_k`` (None: all), best first, ties in input order.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import operator
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
@@ -32,8 +33,8 @@ from .loading import (
     save_modules,
     write_model_config,
 )
-from .packed import pack, packs
-from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
+from .packed import pack, packed_or_padded, packs
+from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined
 from .pooling import AttentionPooling, Pooling
 from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
 from .similarity import similarity, similarity_pairwise
@@ -146,10 +147,10 @@ class SentenceEncoder(nn.Module):
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
         self.truncated_count = 0
         self.truncate_dim = truncate_dim
-        #: On a GPU: padded tokens per batch (texts per batch also at most ``batch_size``).
+        #: On a GPU: padded tokens per batch (texts per batch also at most ``batch_size``, where one is given).
         self.batch_tokens = DEFAULT_BATCH_TOKENS
         #: On a CUDA GPU in fp16 / bf16: BERT models run unpadded (packed texts, flash varlen attention) where torch
-        #: offers it; False runs them padded.
+        #: offers it; False runs them padded (set by the encoder itself after a packed batch fails, with a warning).
         self.unpadded = True
         self.eval()
 
@@ -191,7 +192,7 @@ class SentenceEncoder(nn.Module):
 
     def _calibration_batches(self, texts: Sequence[str]) -> Iterator[Features]:
         ids, _ = self.transformer.tokenize(list(texts))
-        for index in length_sorted_batches([len(row) for row in ids], 32):
+        for index in length_sorted_batches([len(row) for row in ids], CPU_BATCH):
             yield self.transformer.collate([ids[i] for i in index], torch.device("cpu"))
 
     @property
@@ -256,7 +257,7 @@ class SentenceEncoder(nn.Module):
     def encode(
         self,
         texts: str | Sequence[str],
-        batch_size: int = 32,
+        batch_size: int | None = None,
         normalize: bool | None = None,
         show_progress_bar: bool | None = None,
         convert_to: Literal["numpy", "torch"] = "numpy",
@@ -267,6 +268,8 @@ class SentenceEncoder(nn.Module):
     ) -> np.ndarray | torch.Tensor:
         """Embed texts into a float32 array of shape ``(len(texts), dimension)``, in input order.
 
+        batch_size: the most texts per batch; None: 32 on a CPU, and on a GPU as many as ``batch_tokens`` (padded
+        tokens per batch) lets in.
         normalize: None keeps the model's own output (a normalizing model's vectors unit length, cut or not); True
         L2-normalises; False skips a final Normalize.
         show_progress_bar: None shows it when this module's logger is at INFO.
@@ -281,8 +284,7 @@ class SentenceEncoder(nn.Module):
         normalize, convert_to = _sentence_transformers_names(normalize, convert_to, st_names)
         single = isinstance(texts, str)
         items = _checked_texts([texts] if single else texts)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer.")
+        cap = batch_cap(batch_size, self.device)
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
         prefix = self._resolve_prompt(prompt, prompt_name)
@@ -290,7 +292,7 @@ class SentenceEncoder(nn.Module):
         out = np.empty((len(items), width), dtype=np.float32)
         if items:
             with self._int8.first_texts([prefix + t for t in items]) if self._int8 else nullcontext():
-                self._encode_into(out, items, batch_size, normalize, show_progress_bar, prefix)
+                self._encode_into(out, items, cap, normalize, show_progress_bar, prefix)
         result = out[0] if single else out
         return torch.from_numpy(result) if convert_to == "torch" else result
 
@@ -361,7 +363,7 @@ class SentenceEncoder(nn.Module):
         self,
         out: np.ndarray,
         texts: list[str],
-        batch_size: int,
+        batch_size: int | None,
         normalize: bool | None,
         show_progress_bar: bool | None,
         prompt: str,
@@ -378,7 +380,7 @@ class SentenceEncoder(nn.Module):
         if show_progress_bar is None:
             show_progress_bar = logger.isEnabledFor(logging.INFO)
 
-        def compute(features: Features) -> torch.Tensor:
+        def run(features: Features) -> torch.Tensor:
             if prompt_length is not None:
                 features["prompt_length"] = prompt_length
             for module in pipeline:
@@ -386,31 +388,47 @@ class SentenceEncoder(nn.Module):
             vectors = features["sentence_embedding"].float()[:, :width]
             return l2_normalize(vectors) if unit else vectors
 
+        transformer = self.transformer
         if self.device.type == "cpu":
-            ids, truncated = self.transformer.tokenize(inputs)
+            rows, truncated = transformer.token_rows(inputs)
             self._warn_truncated(truncated, len(texts))
 
-            def run(index: np.ndarray) -> None:
-                out[index] = compute(self.transformer.collate([ids[i] for i in index], self.device)).numpy()
+            def run_cpu(index: np.ndarray) -> None:
+                out[index] = run(transformer.collate_rows(rows, index, pin=False)).numpy()
 
-            batches = length_sorted_batches([len(row) for row in ids], batch_size)
-            run_batches(batches, run, self.device, show_progress_bar, "Encoding")
+            batches = length_sorted_batches(rows.lengths, batch_size or CPU_BATCH)
+            run_batches(batches, run_cpu, self.device, show_progress_bar, "Encoding")
             return
         packed = self.unpadded and packs(
-            self.transformer.model, self.device, self.transformer.model.dtype, self.transformer.output_hidden_states
+            transformer.model, self.device, transformer.model.dtype, transformer.output_hidden_states
         )
-        transformer, pin = self.transformer, self.device.type == "cuda"
-        feed = TokenFeed(inputs, transformer.tokenize, pack if packed else transformer.collate_host, pin)
+        pad_id = transformer.tokenizer.pad_token_id or 0
+
+        def compute(features: Features) -> torch.Tensor:
+            return packed_or_padded(run, features, pad_id, self._stop_packing)
+
+        collate = pack if packed else transformer.collate_rows
+        lengths = operator.attrgetter("lengths")
+        feed = TokenFeed(inputs, transformer.token_rows, lengths, collate, pin=self.device.type == "cuda")
         with tqdm(total=len(texts), desc="Encoding", unit="text", disable=not show_progress_bar) as bar:
 
-            def land(index: np.ndarray, rows: np.ndarray) -> None:
-                out[index] = rows
+            def land(chunk: Chunk, index: np.ndarray, rows: np.ndarray) -> None:
+                out[chunk.start + index] = rows
                 bar.update(len(index))
 
-            encode_pipelined(
-                len(inputs), feed.lengths, feed.collate, compute, land, self.device, self.batch_tokens, batch_size
-            )
+            encode_pipelined(feed.chunks(), feed.collate, compute, land, self.device, self.batch_tokens, batch_size)
         self._warn_truncated(feed.truncated, len(texts))
+
+    def _stop_packing(self, exc: Exception) -> None:
+        """Run padded from now on, saying why once."""
+        if self.unpadded:
+            logger.warning(
+                "unpadded (packed) attention failed on %s (%s: %s); this encoder runs padded from now on.",
+                self.device,
+                type(exc).__name__,
+                exc,
+            )
+        self.unpadded = False
 
     def _warn_truncated(self, cut: int, count: int) -> None:
         warn_truncated(self, cut, count, "texts", "encoder")

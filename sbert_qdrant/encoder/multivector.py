@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,8 +28,9 @@ from .folder import read_json
 from .identity import encoder_identity, model_name, weights_digest
 from .layers import Dense
 from .loading import MODEL_CONFIG_FILE, MODULES_FILE, resolve_model_folder
-from .pipeline import DEFAULT_BATCH_TOKENS, encode_pipelined
+from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, batch_cap, encode_pipelined
 from .runtime import length_sorted_batches, resolve_device
+from .tokens import TokenRows
 from .transformer import Transformer
 
 _ST = "sentence_transformers"
@@ -94,13 +96,13 @@ class MultiVectorEncoder(torch.nn.Module):
         return encoder_identity(self.name, weights_digest(self), "", modules)
 
     def encode_document(
-        self, texts: Sequence[str], batch_size: int = 32, *, show_progress_bar: bool | None = None
+        self, texts: Sequence[str], batch_size: int | None = None, *, show_progress_bar: bool | None = None
     ) -> list[np.ndarray]:
         """Each stored text's token vectors (special tokens kept, the skiplist left out, pooled)."""
         return [self._pooled(v) for v in self._encode(list(texts), batch_size, skip=True)]
 
     def encode_query(
-        self, texts: Sequence[str], batch_size: int = 32, *, show_progress_bar: bool | None = None
+        self, texts: Sequence[str], batch_size: int | None = None, *, show_progress_bar: bool | None = None
     ) -> list[np.ndarray]:
         """Each query's token vectors (every token)."""
         return self._encode(list(texts), batch_size, skip=False)
@@ -111,32 +113,40 @@ class MultiVectorEncoder(torch.nn.Module):
 
     # -- encoding --------------------------------------------------------------------------------------------------
 
-    def _encode(self, texts: list[str], batch_size: int, skip: bool) -> list[np.ndarray]:
+    def _encode(self, texts: list[str], batch_size: int | None, skip: bool) -> list[np.ndarray]:
         if isinstance(texts, str) or any(not isinstance(t, str) for t in texts):
             raise InvalidArgumentError("texts must be a list of str; wrap a single text in a list.")
+        cap = batch_cap(batch_size, self.device)
         out: list[np.ndarray] = [np.zeros((0, self.dimension), np.float32)] * len(texts)
         if not texts:
             return out
         transformer = self.transformer
-        feed = TokenFeed(texts, transformer.tokenize, transformer.collate_host, self.device.type == "cuda")
+        skipped = np.fromiter(self.skiplist_ids if skip else (), dtype=np.int64)
 
         def compute(features: Features) -> torch.Tensor:
             return self.token_vectors(transformer(features)[_TOKENS]).float()
 
-        def land(index: np.ndarray, vectors: np.ndarray) -> None:
+        def land(rows: TokenRows, start: int, index: np.ndarray, vectors: np.ndarray) -> None:
             for row, i in enumerate(index):
-                tokens = feed.row(i)
-                keep = [j for j, token in enumerate(tokens) if not (skip and token in self.skiplist_ids)]
-                out[i] = np.ascontiguousarray(vectors[row, keep])
+                tokens = rows.ids[rows.starts[i] : rows.starts[i + 1]]
+                out[start + i] = np.ascontiguousarray(vectors[row, : len(tokens)][~np.isin(tokens, skipped)])
 
         if self.device.type == "cpu":
-            feed.lengths(range(len(texts)))
-            for index in length_sorted_batches([len(feed.row(i)) for i in range(len(texts))], batch_size):
+            rows, _ = transformer.token_rows(texts)
+            for index in length_sorted_batches(rows.lengths, cap or CPU_BATCH):
                 with torch.inference_mode():
-                    land(index, compute(feed.collate(index)).numpy())
+                    land(rows, 0, index, compute(transformer.collate_rows(rows, index, pin=False)).numpy())
             return out
+        pin = self.device.type == "cuda"
+        feed = TokenFeed(texts, transformer.token_rows, operator.attrgetter("lengths"), transformer.collate_rows, pin)
         encode_pipelined(
-            len(texts), feed.lengths, feed.collate, compute, land, self.device, DEFAULT_BATCH_TOKENS, batch_size
+            feed.chunks(),
+            feed.collate,
+            compute,
+            lambda chunk, index, vectors: land(chunk.tokens, chunk.start, index, vectors),
+            self.device,
+            DEFAULT_BATCH_TOKENS,
+            cap,
         )
         return out
 

@@ -20,6 +20,7 @@ from torch.nn import functional
 
 from .base import Features
 from .pipeline import host_tensor
+from .tokens import TokenRows
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
 
@@ -28,9 +29,12 @@ PACKED_KEYS = ("input_ids", "position_ids", "cu_seqlens", "scatter")
 
 
 def packs(model: nn.Module, device: torch.device, dtype: torch.dtype, all_layers: bool) -> bool:
-    """Whether ``model`` can run packed here: a BERT with absolute positions, on a CUDA GPU with flash attention
-    (compute capability >= 8) in fp16 / bf16, torch with ``torch.nn.attention.varlen``, one output layer wanted."""
+    """Whether ``model`` can run packed here: a BERT with absolute positions, on an NVIDIA GPU (not a ROCm build)
+    whose flash attention torch says it can run (compute capability >= 8) in fp16 / bf16, torch with
+    ``torch.nn.attention.varlen``, one output layer wanted."""
     if device.type != "cuda" or dtype not in (torch.float16, torch.bfloat16) or all_layers:
+        return False
+    if torch.version.hip is not None or not torch.backends.cuda.is_flash_attention_available():
         return False
     config = getattr(model, "config", None)
     if type(model).__name__ != "BertModel" or getattr(config, "position_embedding_type", "absolute") != "absolute":
@@ -40,17 +44,17 @@ def packs(model: nn.Module, device: torch.device, dtype: torch.dtype, all_layers
     return torch.cuda.get_device_capability(device)[0] >= 8
 
 
-def pack(rows: list[list[int]], pin: bool) -> Features:
-    """Host tensors of a packed batch: the ids end to end, each text's positions, ``cu_seqlens`` (int32, n + 1),
-    where each token lands in the padded (n, longest) layout (``scatter``), and the padded ``attention_mask``."""
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    width, total = int(lengths.max()), int(lengths.sum())
-    starts = np.zeros(len(rows) + 1, dtype=np.int64)
+def pack(rows: TokenRows, index: np.ndarray, pin: bool) -> Features:
+    """Host tensors of a packed batch of texts ``index``: the ids end to end, each text's positions, ``cu_seqlens``
+    (int32, n + 1), where each token lands in the padded (n, longest) layout (``scatter``), and the padded
+    ``attention_mask``."""
+    ids, lengths = rows.gather(index)
+    width, total = int(lengths.max()), len(ids)
+    starts = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     positions = np.arange(total, dtype=np.int64) - np.repeat(starts[:-1], lengths)
-    scatter = np.repeat(np.arange(len(rows), dtype=np.int64) * width, lengths) + positions
+    scatter = np.repeat(np.arange(len(lengths), dtype=np.int64) * width, lengths) + positions
     mask = (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64)
-    ids = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=total)
     arrays: dict[str, np.ndarray] = {
         "input_ids": ids,
         "position_ids": positions,
@@ -59,6 +63,28 @@ def pack(rows: list[list[int]], pin: bool) -> Features:
         "attention_mask": mask,
     }
     return {name: host_tensor(array, pin) for name, array in arrays.items()}
+
+
+def unpacked(features: Features, pad_id: int) -> Features:
+    """A packed batch's inputs laid out padded again (``input_ids`` and ``attention_mask``), on its device."""
+    mask = features["attention_mask"]
+    ids = torch.full((mask.numel(),), pad_id, dtype=features["input_ids"].dtype, device=mask.device)
+    ids.index_copy_(0, features["scatter"], features["input_ids"])
+    return {"input_ids": ids.view(mask.shape), "attention_mask": mask}
+
+
+def packed_or_padded(
+    run: Callable[[Features], torch.Tensor], features: Features, pad_id: int, fall_back: Callable[[Exception], None]
+) -> torch.Tensor:
+    """``run(features)``; where a packed batch raises (flash varlen refused on this device), ``fall_back(error)``
+    and the same batch run again padded."""
+    if "cu_seqlens" not in features:
+        return run(features)
+    try:
+        return run(features)
+    except RuntimeError as exc:
+        fall_back(exc)
+        return run(unpacked(features, pad_id))
 
 
 def varlen_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, longest: int) -> torch.Tensor:

@@ -11,8 +11,9 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from queue import Empty, Full, Queue
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -24,42 +25,65 @@ T = TypeVar("T")
 #: Padded tokens per batch on an accelerator unless told otherwise (text-embeddings-inference's default is 16,384;
 #: a MiniLM batch of this many tokens takes ~0.8 GFLOP per layer, enough to fill a large GPU).
 DEFAULT_BATCH_TOKENS = 32_768
-#: Texts tokenized per worker step: the tokenizer's one call over many texts is faster than one per batch, and a
-#: chunk is length-sorted on its own, so the device starts after the first chunk instead of after every text.
-TOKENIZE_CHUNK = 8192
+#: Texts per batch on a CPU unless told otherwise (sentence-transformers' default).
+CPU_BATCH = 32
+#: Texts tokenized per step: the first chunk small, so that the first batch leaves within milliseconds, each next
+#: one twice as large up to ``TOKENIZE_CHUNK`` (the tokenizer's one call over many texts is faster than one per
+#: batch, and a chunk is length-sorted on its own).
+FIRST_CHUNK, TOKENIZE_CHUNK = 256, 8192
 #: Batches prepared ahead of the device, and batches computed before the oldest one's results are read.
 PREPARED_AHEAD, IN_FLIGHT = 3, 2
 
 
-def token_budget_batches(lengths: Sequence[int], max_tokens: int, max_texts: int) -> list[np.ndarray]:
-    """Index batches over texts sorted longest first, each holding at most ``max_texts`` texts and, padded to its
-    longest text, at most ``max_tokens`` tokens (a single text longer than the budget makes a batch of its own)."""
+def token_budget_batches(
+    lengths: Sequence[int] | np.ndarray, max_tokens: int, max_texts: int | None
+) -> list[np.ndarray]:
+    """Index batches over texts sorted longest first, each holding, padded to its longest text, at most
+    ``max_tokens`` tokens (a single text longer than the budget makes a batch of its own) and at most ``max_texts``
+    texts (None: the budget alone)."""
     for name, value in (("max_tokens", max_tokens), ("max_texts", max_texts)):
+        if value is None and name == "max_texts":
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidArgumentError(f"{name}={value!r} must be a positive integer.")
     counts = np.asarray(lengths, dtype=np.int64)
     order = np.argsort(-counts, kind="stable")
+    most = len(order) if max_texts is None else max_texts
     batches, start = [], 0
     while start < len(order):
-        size = min(max_texts, max(1, max_tokens // max(1, int(counts[order[start]]))), len(order) - start)
+        size = min(most, max(1, max_tokens // max(1, int(counts[order[start]]))), len(order) - start)
         batches.append(order[start : start + size])
         start += size
     return batches
 
 
-def chunked_batches(
-    count: int,
-    lengths_of: Callable[[range], list[int]],
-    max_tokens: int,
-    max_texts: int,
-    chunk: int = TOKENIZE_CHUNK,
-) -> Iterator[np.ndarray]:
-    """Token-budget batches of ``count`` texts, ``chunk`` texts at a time: ``lengths_of(span)`` gives (tokenizing)
-    the token counts of texts ``span``; each batch holds indices into all ``count`` texts."""
-    for start in range(0, count, chunk):
-        span = range(start, min(count, start + chunk))
-        for batch in token_budget_batches(lengths_of(span), max_tokens, max_texts):
-            yield batch + start
+def batch_cap(batch_size: int | None, device: torch.device) -> int | None:
+    """The most inputs per batch: ``batch_size`` (checked); None: ``CPU_BATCH`` on a CPU, and on an accelerator no
+    count at all (each batch holds what the token budget lets in)."""
+    if batch_size is None:
+        return CPU_BATCH if device.type == "cpu" else None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size={batch_size!r} must be a positive integer (or None: the default).")
+    return batch_size
+
+
+def chunk_spans(count: int, first: int = FIRST_CHUNK, most: int = TOKENIZE_CHUNK) -> list[range]:
+    """Consecutive spans covering ``count`` inputs: ``first`` long, each next one twice as long, up to ``most``."""
+    spans, start, size = [], 0, first
+    while start < count:
+        spans.append(range(start, min(count, start + size)))
+        start, size = start + size, min(most, size * 2)
+    return spans
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Inputs ``start`` .. ``start + len(lengths)`` tokenized: their ``tokens`` (as the feed keeps them) and token
+    counts."""
+
+    start: int
+    tokens: Any
+    lengths: np.ndarray
 
 
 class _Handoff(Generic[T]):
@@ -171,20 +195,26 @@ def host_tensor(array: np.ndarray, pin: bool) -> torch.Tensor:
 
 
 def encode_pipelined(
-    count: int,
-    lengths_of: Callable[[range], list[int]],
-    collate: Callable[[np.ndarray], dict[str, torch.Tensor]],
+    chunks: Iterable[Chunk],
+    collate: Callable[[Chunk, np.ndarray], dict[str, torch.Tensor]],
     compute: Callable[[dict[str, torch.Tensor]], torch.Tensor],
-    land: Callable[[np.ndarray, np.ndarray], None],
+    land: Callable[[Chunk, np.ndarray, np.ndarray], None],
     device: torch.device,
     max_tokens: int,
-    max_texts: int,
+    max_texts: int | None,
 ) -> None:
-    """Encode ``count`` inputs on ``device``: on the worker, ``lengths_of(span)`` tokenizes a chunk and
-    ``collate(index)`` a token-budget batch into host tensors; on the device thread ``compute(features)`` runs the
-    model on them (``to_device`` first); ``land(index, rows)`` takes each batch's results in input positions."""
-    batches = chunked_batches(count, lengths_of, max_tokens, max_texts)
-    prepared = ((index, collate(index)) for index in batches)
+    """Encode the inputs of ``chunks`` (a feed's, tokenizing as it goes) on ``device``: on the worker, each chunk is
+    cut into token-budget batches and ``collate(chunk, index)`` makes a batch's host tensors; on the device thread
+    ``compute(features)`` runs the model on them (``to_device`` first); ``land(chunk, index, rows)`` takes each
+    batch's results (``index``: positions within the chunk)."""
+    prepared = (
+        (chunk, index, collate(chunk, index))
+        for chunk in chunks
+        for index in token_budget_batches(chunk.lengths, max_tokens, max_texts)
+    )
     pipelined(
-        prepared, lambda item: compute(to_device(item[1], device)), lambda item, rows: land(item[0], rows), device
+        prepared,
+        lambda item: compute(to_device(item[2], device)),
+        lambda item, rows: land(item[0], item[1], rows),
+        device,
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,13 +22,10 @@ from .base import EncoderModule, Features
 from .folder import SBERT_CONFIG_FILE, token_limit, transformer_settings
 from .packed import packed_tokens, reference_attention, varlen_attention
 from .pipeline import host_tensor
+from .tokens import TokenizerSpec, TokenRows, rust_tokenizer, spec_of, token_rows
 
 logger = logging.getLogger(__name__)
 
-
-#: A text longer than this many characters per allowed token is cut (at a space) before tokenizing: tokenizing costs
-#: the whole text even when only its first tokens are kept. English WordPiece runs ~4-5 characters a token.
-CHARACTERS_PER_TOKEN = 10
 
 TqdmHook = Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 
@@ -93,6 +92,7 @@ class Transformer(EncoderModule):
         self.output_hidden_states = False
         self.position_limit = int(getattr(model.config, "max_position_embeddings", 0) or 10**9)
         self.max_seq_length = self._checked_length(max_seq_length or min(self.position_limit, 512))
+        self._spec: TokenizerSpec | None = None
 
     def _checked_length(self, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not 2 <= value <= self.position_limit:
@@ -115,23 +115,37 @@ class Transformer(EncoderModule):
         return int(self.model.config.num_hidden_layers)
 
     def tokenize(self, texts: list[str]) -> tuple[list[list[int]], int]:
-        """Token ids per text (special tokens included, cut at ``max_seq_length``) and how many were cut.
+        """Token ids per text (special tokens included, cut at ``max_seq_length``) and how many were cut."""
+        rows, cut = self.token_rows(texts)
+        return rows.tolist(), cut
 
-        With a WordPiece (BERT) tokenizer a very long text is first cut at a space after ``CHARACTERS_PER_TOKEN``
-        characters per allowed token: its words are split alone, so the cut text's tokens are the whole text's first
-        ones; a cut text that falls short of the limit is tokenized whole again, so the ids are always the same."""
+    def token_rows(self, texts: list[str]) -> tuple[TokenRows, int]:
+        """``tokenize`` as ``TokenRows``: each text tokenized once, by the Rust tokenizer's batch call where the
+        tokenizer is a fast one (``tokens.token_rows``)."""
+        spec = self.token_spec()
+        if spec is None:
+            return self._slow_rows(texts)
+        with rust_tokenizer(spec) as tokenizer:
+            return token_rows(tokenizer, spec, texts)
+
+    def token_spec(self) -> TokenizerSpec | None:
+        """How this module tokenizes, for a worker process (None: not a fast tokenizer)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None:
+            return None
+        if self._spec is None or self._spec.limit != self.max_seq_length:
+            self._spec = spec_of(backend, self.max_seq_length, self.do_lower_case)
+        return self._spec
+
+    def _slow_rows(self, texts: list[str]) -> tuple[TokenRows, int]:
+        """``token_rows`` with a Python tokenizer: one call one token over the limit, the cut ones again at it."""
         limit = self.max_seq_length
         whole = [t.lower() for t in texts] if self.do_lower_case else list(texts)
-        texts, shortened = self._cut_by_characters(whole, limit)
-        # One token over the limit tells a cut text from one that is exactly `limit` long.
-        ids = self._ids(texts, limit + 1)
-        short = [i for i in shortened if len(ids[i]) <= limit]
-        for i, row in zip(short, self._ids([whole[i] for i in short], limit + 1), strict=True):
-            ids[i], texts[i] = row, whole[i]
-        cut = [i for i, row in enumerate(ids) if len(row) > limit]
-        for i, row in zip(cut, self._ids([texts[i] for i in cut], limit), strict=True):
-            ids[i] = row
-        return ids, len(cut)
+        rows = self._ids(whole, limit + 1)
+        cut = [i for i, row in enumerate(rows) if len(row) > limit]
+        for i, row in zip(cut, self._ids([whole[i] for i in cut], limit), strict=True):
+            rows[i] = row
+        return TokenRows.from_lists(rows), len(cut)
 
     def _ids(self, texts: list[str], limit: int) -> list[list[int]]:
         if not texts:
@@ -140,24 +154,6 @@ class Transformer(EncoderModule):
             texts, truncation=True, max_length=limit, return_attention_mask=False, return_token_type_ids=False
         )
         return list(encoded["input_ids"])
-
-    def _cut_by_characters(self, texts: list[str], limit: int) -> tuple[list[str], list[int]]:
-        """``texts`` with the very long ones cut at a space, and which were cut (WordPiece tokenizers only)."""
-        most = (limit + 1) * CHARACTERS_PER_TOKEN
-        long = [i for i, text in enumerate(texts) if len(text) > most]
-        if not long or not self._splits_words_alone():
-            return texts, []
-        out, shortened = list(texts), []
-        for i in long:
-            end = texts[i].rfind(" ", most // 2, most)
-            if end > 0:
-                out[i] = texts[i][:end]
-                shortened.append(i)
-        return out, shortened
-
-    def _splits_words_alone(self) -> bool:
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        return type(getattr(backend, "pre_tokenizer", None)).__name__ == "BertPreTokenizer"
 
     def prompt_length(self, prompt: str) -> int:
         """How many leading tokens ``prompt`` takes before a text: its tokens without a trailing special token."""
@@ -170,13 +166,11 @@ class Transformer(EncoderModule):
 
     def collate_host(self, rows: list[list[int]], pin: bool) -> Features:
         """``collate`` on the host, in pinned memory where ``pin`` (for non-blocking copies to a GPU)."""
-        width = max(len(r) for r in rows)
-        pad_id = self.tokenizer.pad_token_id or 0
-        input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-        mask = np.zeros((len(rows), width), dtype=np.int64)
-        for i, row in enumerate(rows):
-            input_ids[i, : len(row)] = row
-            mask[i, : len(row)] = 1
+        return self.collate_rows(TokenRows.from_lists(rows), np.arange(len(rows)), pin)
+
+    def collate_rows(self, rows: TokenRows, index: np.ndarray, pin: bool) -> Features:
+        """Texts ``index`` of ``rows`` right-padded into ``input_ids`` and ``attention_mask`` host tensors."""
+        input_ids, mask = rows.padded(index, self.tokenizer.pad_token_id or 0)
         return {"input_ids": host_tensor(input_ids, pin), "attention_mask": host_tensor(mask, pin)}
 
     def forward(self, features: Features) -> Features:
@@ -186,7 +180,7 @@ class Transformer(EncoderModule):
             return features
         out = self.model(
             input_ids=features["input_ids"],
-            attention_mask=features["attention_mask"],
+            attention_mask=self._attention_mask(features["attention_mask"]),
             output_hidden_states=self.output_hidden_states,
             return_dict=True,
         )
@@ -194,6 +188,18 @@ class Transformer(EncoderModule):
         if self.output_hidden_states:
             features["all_layer_embeddings"] = out.hidden_states
         return features
+
+    def _attention_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        """The padding mask as the model's attention takes it. Where the model builds its mask with transformers'
+        ``masking_utils`` (which reads a 2-D mask's ``.all()`` as a Python bool: a device sync per forward), a
+        (batch, 1, 1, length) mask it passes on as it is: boolean for SDPA, additive for eager attention."""
+        implementation = getattr(self.model.config, "_attn_implementation", None)
+        if implementation not in ("sdpa", "eager") or not _builds_masks(type(self.model).__module__):
+            return mask
+        keys = mask[:, None, None, :].bool()
+        if implementation == "sdpa":
+            return keys
+        return (~keys).to(self.model.dtype) * torch.finfo(self.model.dtype).min
 
     def config(self) -> dict[str, Any]:
         return {"max_seq_length": self.max_seq_length, "do_lower_case": self.do_lower_case}
@@ -225,6 +231,13 @@ class Transformer(EncoderModule):
             max_seq_length=max_seq_length,
             do_lower_case=bool(sbert_config.get("do_lower_case", False)),
         )
+
+
+@functools.cache
+def _builds_masks(module: str) -> bool:
+    """Whether a model class's ``module`` makes its attention mask with ``create_bidirectional_mask`` (which passes
+    a prepared 4-D mask through unchanged)."""
+    return hasattr(sys.modules.get(module), "create_bidirectional_mask")
 
 
 def require_safetensors(folder: Path) -> None:

@@ -172,7 +172,7 @@ class EdgeStore(VectorStore):
     def upsert(
         self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None:
-        rows = [{slot: _edge_vector(value) for slot, value in row.items()} for row in vectors.rows()]
+        rows = _edge_rows(vectors, len(ids))
         points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
         opened = self._shard(name)
         with opened.write_lock:
@@ -315,6 +315,21 @@ def _stage(query: SearchQuery, edge_filter: qe.Filter | None) -> dict[str, Any]:
     mmr = qe.Mmr(query.vector, 1.0 - query.diversity, query.candidates, using=query.using)
     sources = [] if query.source is None else [_prefetch(query.source, query.candidates, edge_filter)]
     return {"query": mmr, "prefetches": sources, "params": _params(query.params)}
+
+
+def _edge_rows(vectors: PointVectors, count: int) -> list[dict[str, Any]]:
+    """Each of ``count`` points' vectors as Edge takes them: a dense row as a memoryview of its float32 matrix (Edge
+    reads it as it reads a list, without a Python float per value first), term weights as ``SparseVector``."""
+    columns: dict[str, Any] = {
+        name: map(memoryview, np.ascontiguousarray(matrix, dtype=np.float32)) for name, matrix in vectors.dense.items()
+    }
+    columns |= {name: map(_edge_vector, weights) for name, weights in vectors.sparse.items()}
+    columns |= {name: (m.tolist() for m in matrices) for name, matrices in vectors.multi.items()}
+    parts: list[Any] = [*vectors.dense.values(), *vectors.sparse.values(), *vectors.multi.values()]
+    sizes = {len(part) for part in parts}
+    if sizes - {count}:
+        raise ValueError(f"slots hold vectors of {sorted(sizes)} points for {count} point ids")
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
 
 
 def _edge_vector(value: SlotVector) -> Any:
