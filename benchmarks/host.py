@@ -39,6 +39,7 @@ import torch
 from _data import cpu_summary, read_corpus, read_scifact
 
 from sbert_qdrant import SentenceEncoder, TextCollection
+from sbert_qdrant._allocation import gc_paused
 from sbert_qdrant.encoder.feed import TokenFeed, usable_cores
 from sbert_qdrant.encoder.packed import pack
 from sbert_qdrant.encoder.pipeline import DEFAULT_BATCH_TOKENS, token_budget_batches
@@ -170,39 +171,41 @@ def ingestion(args: argparse.Namespace, encoder: SentenceEncoder) -> dict[str, f
         wall, cpu = min(runs)
         n = len(texts)
         stages: dict[str, float] = {}
-        start = time.process_time()
-        list(checked_batches(texts, None, None, 4096, list(vectors), shape))
-        stages["record checks"] = time.process_time() - start
-        bm25 = Bm25()
-        start = time.process_time()
-        weights = bm25.embed_documents(texts)
-        stages["BM25 term weights"] = time.process_time() - start
-        ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(n)]
-        payloads = [{"text": t} for t in texts]
-        start = time.process_time()
-        rows = _edge_rows(PointVectors({"dense": vectors}, {"bm25": weights}), n)
-        points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
-        stages["Edge point objects"] = time.process_time() - start
-        config = qe.EdgeConfig(
-            vectors={"dense": qe.EdgeVectorParams(size=384, distance=qe.Distance.Cosine)},
-            sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-        )
-        shard = qe.EdgeShard.create(str(Path(folder) / "alone"), config)
-        start = time.process_time()
-        for i in range(0, n, 4096):
-            shard.update(qe.UpdateOperation.upsert_points(points[i : i + 4096]))
-        stages["Edge update"] = time.process_time() - start
+        with gc_paused():  # as the write runs them
+            start = time.process_time()
+            list(checked_batches(texts, None, None, 4096, list(vectors), shape))
+            stages["record checks"] = time.process_time() - start
+            bm25 = Bm25()
+            start = time.process_time()
+            weights = bm25.embed_documents(texts)
+            stages["BM25 term weights"] = time.process_time() - start
+            ids = [f"00000000-0000-4000-8000-{i:012d}" for i in range(n)]
+            payloads = [{"text": t} for t in texts]
+            start = time.process_time()
+            rows = _edge_rows(PointVectors({"dense": vectors}, {"bm25": weights}), n)
+            points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
+            stages["Edge point objects"] = time.process_time() - start
+            config = qe.EdgeConfig(
+                vectors={"dense": qe.EdgeVectorParams(size=384, distance=qe.Distance.Cosine)},
+                sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            )
+            shard = qe.EdgeShard.create(str(Path(folder) / "alone"), config)
+            start = time.process_time()
+            for i in range(0, n, 4096):
+                shard.update(qe.UpdateOperation.upsert_points(points[i : i + 4096]))
+            stages["Edge update"] = time.process_time() - start
         shard.close()
-        # the anchor: the engine alone, its points from Python lists (as its examples build them)
+        # the anchor: the engine alone, its points from Python lists (as its examples build them), collector paused
         shard = qe.EdgeShard.create(str(Path(folder) / "anchor"), config)
-        start_wall, start = time.perf_counter(), time.process_time()
-        lists = vectors.tolist()
-        anchor = [
-            qe.Point(id=i, vector={"dense": v, "bm25": qe.SparseVector(*w)}, payload=p)
-            for i, v, w, p in zip(ids, lists, weights, payloads, strict=True)
-        ]
-        for i in range(0, n, 4096):
-            shard.update(qe.UpdateOperation.upsert_points(anchor[i : i + 4096]))
+        with gc_paused():
+            start_wall, start = time.perf_counter(), time.process_time()
+            lists = vectors.tolist()
+            anchor = [
+                qe.Point(id=i, vector={"dense": v, "bm25": qe.SparseVector(*w)}, payload=p)
+                for i, v, w, p in zip(ids, lists, weights, payloads, strict=True)
+            ]
+            for i in range(0, n, 4096):
+                shard.update(qe.UpdateOperation.upsert_points(anchor[i : i + 4096]))
         anchor_wall, anchor_cpu = time.perf_counter() - start_wall, time.process_time() - start
         shard.close()
     print(

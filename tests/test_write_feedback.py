@@ -11,8 +11,8 @@ from flavours import Engines
 
 from sbert_qdrant import testing
 
-#: More than one encode call's worth of texts (the collection encodes a write's batch in slices of 256).
-LONG = [f"{'word ' * 60}{i}" for i in range(300)]
+#: More than one encode call's worth of texts (the collection encodes a write's batch in slices of 1,024).
+LONG = [f"{'word ' * 60}{i}" for i in range(1100)]
 
 
 def test_one_truncation_warning_per_write_with_the_count(make: Engines, caplog: pytest.LogCaptureFixture) -> None:
@@ -21,7 +21,7 @@ def test_one_truncation_warning_per_write_with_the_count(make: Engines, caplog: 
         coll.upsert_texts([*LONG, "short"])
     warnings = [r.getMessage() for r in caplog.records if "truncated" in r.getMessage()]
     assert len(warnings) == 1, warnings
-    assert warnings[0].startswith("300 texts of this write") and "max_seq_length=32" in warnings[0]
+    assert warnings[0].startswith("1100 texts of this write") and "max_seq_length=32" in warnings[0]
 
 
 def test_a_progress_bar_when_asked_or_at_info(make: Engines, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,8 +16,10 @@ from .schema import CollectionConfig
 logger = logging.getLogger("sbert_qdrant.collection")
 
 #: Texts encoded at a time within a write's batch, so that its progress bar moves while a large batch is encoded
-#: (on a GPU ``encode_batch_size`` x 4, a whole write batch with our encoder: one call keeps the device busy).
-PROGRESS_SLICE = 256
+#: (on a GPU ``encode_batch_size`` x 4, a whole write batch with our encoder: one call keeps the device busy). Each
+#: call ends with cores idle while its last batches finish: 2,000 texts upserted on 2 CPU cores ran at 0.87x
+#: ``encode()`` alone in slices of 256, 0.94x in slices of 1,024 (a bar step every few seconds there).
+PROGRESS_SLICE = 1024
 #: Texts per encoder batch by default: on a CPU sentence-transformers' 32; on a GPU, for an encoder that cuts its
 #: batches by a token budget (``SentenceEncoder.batch_tokens``), as many as the budget lets in (a cap it never
 #: reaches: every text has two tokens or more), for any other encoder ``GPU_BATCH``.

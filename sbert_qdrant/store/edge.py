@@ -17,6 +17,7 @@ import numpy as np
 import qdrant_edge as qe
 from qdrant_client import models
 
+from .._allocation import gc_paused
 from ..errors import InvalidArgumentError, StoreError, StoreInUseError
 from .base import (
     CollectionSpec,
@@ -172,11 +173,12 @@ class EdgeStore(VectorStore):
     def upsert(
         self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
     ) -> None:
-        rows = _edge_rows(vectors, len(ids))
-        points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
         opened = self._shard(name)
-        with opened.write_lock:
-            _engine_call(f"upsert into {name!r}", opened.shard.update, qe.UpdateOperation.upsert_points(points))
+        with gc_paused():
+            rows = _edge_rows(vectors, len(ids))
+            points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
+            with opened.write_lock:
+                _engine_call(f"upsert into {name!r}", opened.shard.update, qe.UpdateOperation.upsert_points(points))
 
     def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]:
         found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), False, False)
