@@ -25,6 +25,7 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant.protocols": "base",  # what a collection needs of an encoder (TextEncoder, DocumentEncoder)
     "sbert_qdrant._version": "base",
     "sbert_qdrant._lazy": "base",  # public names imported on first use (the package's and the encoder's)
+    "sbert_qdrant._allocation": "base",  # the cycle collector paused around bulk work (records and the store)
     "sbert_qdrant.encoder": "encoder",  # SentenceEncoder, CrossEncoder, sparse weights; knows nothing of Qdrant
     "sbert_qdrant.store": "store",  # engines behind one protocol; knows vectors and payloads, never text
     "sbert_qdrant.records": "records",  # ids, payload keys, input checks
