@@ -7,6 +7,8 @@ This module needs only ``numpy`` and ``tokenizers`` (no torch), so that the feed
 
 from __future__ import annotations
 
+import itertools
+import operator
 import queue
 import threading
 from collections.abc import Iterator
@@ -31,10 +33,10 @@ class TokenRows:
 
     @classmethod
     def from_lists(cls, rows: list[list[int]]) -> TokenRows:
-        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         starts = np.zeros(len(rows) + 1, dtype=np.int64)
         np.cumsum(lengths, out=starts[1:])
-        ids = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=int(starts[-1]))
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(starts[-1]))
         return cls(ids, starts)
 
     def __len__(self) -> int:
@@ -164,11 +166,14 @@ def token_rows(tokenizer: Tokenizer, spec: TokenizerSpec, texts: list[str]) -> t
     return tokens, len(over)
 
 
+_IDS = operator.attrgetter("ids")
+
+
 def _ids(tokenizer: Tokenizer, texts: list[str]) -> list[Any]:
     if not texts:
         return []
     encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)  # no character offsets where offered
-    return [encoding.ids for encoding in encode(texts)]
+    return list(map(_IDS, encode(texts)))
 
 
 def _cut_by_characters(texts: list[str], limit: int) -> tuple[list[str], list[int]]:
