@@ -73,7 +73,7 @@ class _Encode:
     text length, where it has one)."""
 
     def __init__(
-        self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int, max_seq_length: int | None
+        self, spec: EncoderSpec | None, columns: Columns, encode_batch_size: int | None, max_seq_length: int | None
     ) -> None:
         length = {} if max_seq_length is None else {"max_seq_length": max_seq_length}
         self.encoder = (spec if spec is not None else EncoderSpec.of()).load(**length)
@@ -95,14 +95,15 @@ class EncodeTexts(_Encode):
     actor loads the encoder ``spec`` names once (None: ``EncoderSpec.of()`` in the actor's environment, as
     ``load_encoder`` reads it: ``SBERT_QDRANT_MODEL``/``_DEVICE``/``_PRECISION``/..., else the default model, the best
     device, "auto": fp16 on a GPU) and adds one dense vector per row (the text column encoded as the collection
-    stores it) and the encoder's identity."""
+    stores it) and the encoder's identity. ``encode_batch_size``: the most texts per encoder batch (None: the
+    encoder's default, 32 on a CPU and the token budget alone on a GPU)."""
 
     def __init__(
         self,
         spec: EncoderSpec | None = None,
         *,
         columns: Columns = Columns(),
-        encode_batch_size: int = 32,
+        encode_batch_size: int | None = None,
         max_seq_length: int | None = None,
     ) -> None:
         super().__init__(spec, columns, encode_batch_size, max_seq_length)
@@ -129,7 +130,7 @@ class EncodeDocuments(_Encode):
         chunk_tokens: int | None = None,
         overlap_tokens: int | None = None,
         context_field: str | None = None,
-        encode_batch_size: int = 32,
+        encode_batch_size: int | None = None,
         max_seq_length: int | None = None,
     ) -> None:
         super().__init__(spec, columns, encode_batch_size, max_seq_length)
