@@ -10,10 +10,11 @@ acts on it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypedDict, TypeVar
@@ -33,6 +34,22 @@ MIN_CANDIDATES = 100
 RERANK_CANDIDATES = 50
 #: Matching chunks listed per document when ``chunks`` is not given.
 DOCUMENT_CHUNKS = 3
+
+#: The peers' names for options (LangChain, langchain-qdrant, LlamaIndex, qdrant-client's older calls), and the
+#: option of ours each means: an unknown option named so is answered with ours.
+_PEER_NAMES = {
+    "k": "limit",
+    "top_k": "limit",
+    "similarity_top_k": "limit",
+    "filter": "query_filter",
+    "filters": "query_filter",
+    "retrieval_mode": "mode",
+    "search_type": "mode",
+    "fetch_k": "candidates",
+    "lambda_mult": "diversity",
+    "with_vector": "with_vectors",
+    "params": "search_params",
+}
 
 # How the caller spells each option (CLI flags, LangChain's names), for the errors of the request being built.
 _spelling: ContextVar[Mapping[str, str]] = ContextVar("sbert_qdrant_search_spelling")
@@ -143,7 +160,8 @@ class SearchRequest:
         with _spelled(names or {}):
             if unknown:
                 raise InvalidArgumentError(
-                    f"{_arg(unknown[0])}= is not a search option; the options are: {', '.join(sorted(known))}."
+                    f"{_arg(unknown[0])}= is not a search option{did_you_mean(unknown[0], known)}; the options are: "
+                    f"{', '.join(sorted(known))}."
                 )
             return cls(**options)
 
@@ -170,6 +188,17 @@ class SearchRequest:
             value = getattr(self, name)
             if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def did_you_mean(name: str, known: Collection[str]) -> str:
+    """``" (did you mean X=?)"`` for a peer's name of an option (``k``: ``limit``) or a near miss of one of ``known``
+    (``limt``), else ``""``."""
+    if name in _PEER_NAMES:
+        ours = _PEER_NAMES[name]
+        what = "1 - lambda_mult" if name == "lambda_mult" else f"what the peers call {name}"
+        return f" (did you mean {ours}=, {what}?)"
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}=?)" if close else ""
 
 
 def _is_default(value: Any, default: Any) -> bool:
