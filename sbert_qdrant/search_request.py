@@ -17,13 +17,14 @@ import warnings
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypedDict, TypeVar
-
-from qdrant_client import models
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from .errors import InvalidArgumentError
 from .protocols import Reranker
 from .types import FUSIONS, SCORINGS, SEARCH_MODES, Fusion, Scoring, SearchMode
+
+if TYPE_CHECKING:  # imported where a filter or search parameters are checked: the options alone need no qdrant-client
+    from qdrant_client import models
 
 __all__ = ["SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
 
@@ -233,13 +234,24 @@ def _number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def _is_model(value: object, name: str) -> bool:
+    """Whether ``value`` is the qdrant-client model ``name`` (qdrant-client imported only for a value to check)."""
+    from qdrant_client import models
+
+    return isinstance(value, getattr(models, name))
+
+
 def _check(r: SearchRequest) -> None:
     """Each option on its own, then the options that depend on one another."""
     if not _count(r.limit, 1):
         raise InvalidArgumentError(f"{_arg('limit')}={r.limit!r} must be a positive integer.")
     if not _count(r.offset, 0):
         raise InvalidArgumentError(f"{_arg('offset')}={r.offset!r} must be a non-negative integer: hits to skip.")
-    if r.query_filter is not None and not isinstance(r.query_filter, (models.Filter, Mapping)):
+    if (
+        r.query_filter is not None
+        and not isinstance(r.query_filter, Mapping)
+        and not _is_model(r.query_filter, "Filter")
+    ):
         raise InvalidArgumentError(
             f"{_arg('query_filter')} must be a qdrant_client.models.Filter or its dict form, not "
             f"{type(r.query_filter).__name__}."
@@ -267,7 +279,7 @@ def _check(r: SearchRequest) -> None:
             f"{_arg('rescore')}= cannot be combined with {_arg('diversity')}= (MMR orders the final hits itself); "
             "drop one of them."
         )
-    if r.search_params is not None and not isinstance(r.search_params, models.SearchParams):
+    if r.search_params is not None and not _is_model(r.search_params, "SearchParams"):
         raise InvalidArgumentError(
             f"{_arg('search_params')}={r.search_params!r:.60} must be a qdrant_client.models.SearchParams, e.g. "
             "SearchParams(quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)), or None."
