@@ -10,19 +10,21 @@ acts on it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import inspect
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypedDict, TypeVar
-
-from qdrant_client import models
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from .errors import InvalidArgumentError
 from .protocols import Reranker
 from .types import FUSIONS, SCORINGS, SEARCH_MODES, Fusion, Scoring, SearchMode
+
+if TYPE_CHECKING:  # imported where a filter or search parameters are checked: the options alone need no qdrant-client
+    from qdrant_client import models
 
 __all__ = ["SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
 
@@ -33,6 +35,22 @@ MIN_CANDIDATES = 100
 RERANK_CANDIDATES = 50
 #: Matching chunks listed per document when ``chunks`` is not given.
 DOCUMENT_CHUNKS = 3
+
+#: The peers' names for options (LangChain, langchain-qdrant, LlamaIndex, qdrant-client's older calls), and the
+#: option of ours each means: an unknown option named so is answered with ours.
+_PEER_NAMES = {
+    "k": "limit",
+    "top_k": "limit",
+    "similarity_top_k": "limit",
+    "filter": "query_filter",
+    "filters": "query_filter",
+    "retrieval_mode": "mode",
+    "search_type": "mode",
+    "fetch_k": "candidates",
+    "lambda_mult": "diversity",
+    "with_vector": "with_vectors",
+    "params": "search_params",
+}
 
 # How the caller spells each option (CLI flags, LangChain's names), for the errors of the request being built.
 _spelling: ContextVar[Mapping[str, str]] = ContextVar("sbert_qdrant_search_spelling")
@@ -143,7 +161,8 @@ class SearchRequest:
         with _spelled(names or {}):
             if unknown:
                 raise InvalidArgumentError(
-                    f"{_arg(unknown[0])}= is not a search option; the options are: {', '.join(sorted(known))}."
+                    f"{_arg(unknown[0])}= is not a search option{did_you_mean(unknown[0], known)}; the options are: "
+                    f"{', '.join(sorted(known))}."
                 )
             return cls(**options)
 
@@ -170,6 +189,17 @@ class SearchRequest:
             value = getattr(self, name)
             if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def did_you_mean(name: str, known: Collection[str]) -> str:
+    """``" (did you mean X=?)"`` for a peer's name of an option (``k``: ``limit``) or a near miss of one of ``known``
+    (``limt``), else ``""``."""
+    if name in _PEER_NAMES:
+        ours = _PEER_NAMES[name]
+        what = "1 - lambda_mult" if name == "lambda_mult" else f"what the peers call {name}"
+        return f" (did you mean {ours}=, {what}?)"
+    close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}=?)" if close else ""
 
 
 def _is_default(value: Any, default: Any) -> bool:
@@ -204,13 +234,24 @@ def _number(value: object) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
+def _is_model(value: object, name: str) -> bool:
+    """Whether ``value`` is the qdrant-client model ``name`` (qdrant-client imported only for a value to check)."""
+    from qdrant_client import models
+
+    return isinstance(value, getattr(models, name))
+
+
 def _check(r: SearchRequest) -> None:
     """Each option on its own, then the options that depend on one another."""
     if not _count(r.limit, 1):
         raise InvalidArgumentError(f"{_arg('limit')}={r.limit!r} must be a positive integer.")
     if not _count(r.offset, 0):
         raise InvalidArgumentError(f"{_arg('offset')}={r.offset!r} must be a non-negative integer: hits to skip.")
-    if r.query_filter is not None and not isinstance(r.query_filter, (models.Filter, Mapping)):
+    if (
+        r.query_filter is not None
+        and not isinstance(r.query_filter, Mapping)
+        and not _is_model(r.query_filter, "Filter")
+    ):
         raise InvalidArgumentError(
             f"{_arg('query_filter')} must be a qdrant_client.models.Filter or its dict form, not "
             f"{type(r.query_filter).__name__}."
@@ -238,7 +279,7 @@ def _check(r: SearchRequest) -> None:
             f"{_arg('rescore')}= cannot be combined with {_arg('diversity')}= (MMR orders the final hits itself); "
             "drop one of them."
         )
-    if r.search_params is not None and not isinstance(r.search_params, models.SearchParams):
+    if r.search_params is not None and not _is_model(r.search_params, "SearchParams"):
         raise InvalidArgumentError(
             f"{_arg('search_params')}={r.search_params!r:.60} must be a qdrant_client.models.SearchParams, e.g. "
             "SearchParams(quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)), or None."

@@ -5,10 +5,12 @@ hybrid search of a --no-sparse collection is refused in the command line's words
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from child import run_child
 
 from sbert_qdrant import TextCollection, testing
 from sbert_qdrant.cli import main
@@ -86,3 +88,72 @@ def test_dedup_prints_each_pairs_ids_without_json(
     assert main(["dedup", "--collection", "faq", "--location", str(tmp_path), "--threshold", "-1"]) == 0
     first, second = capsys.readouterr().out.splitlines()[:2]
     assert {first.split()[1], second.split()[0]} == {"q1", "q2"}
+
+
+HEAVY = ("torch", "transformers", "qdrant_client", "qdrant_edge", "numpy")
+
+_CHILD = """
+import contextlib, io, json, sys
+from sbert_qdrant.cli import main
+said = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(argv)
+    said.append([code, err.getvalue()])
+print(json.dumps({"said": said, "heavy": [m for m in json.loads(sys.argv[2]) if m in sys.modules]}))
+"""
+
+
+def test_every_flag_value_and_field_error_comes_before_any_heavy_import(tmp_path: Path) -> None:
+    """Issue 64: each wrong flag value or field is refused, naming the flag, by a process that imported none of
+    torch, transformers, qdrant-client, the engine or NumPy (benchmarks/cli_errors.py times each as a process)."""
+    with TextCollection("texts", testing.tiny_encoder(), location=tmp_path / "store") as coll:
+        coll.upsert_texts(["a cat sat on the mat"], ids=["c"])
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"text": "a cat", "title": "Cats"}) + "\n" + json.dumps({"text": "a dog"}) + "\n")
+    late = tmp_path / "late.jsonl"
+    late.write_text(json.dumps({"text": "a cat"}) + "\n" + json.dumps({"text": "a dog", "title": "Dogs"}) + "\n")
+    engine = ["--location", str(tmp_path / "store")]
+    search, index = ["search", "a cat", *engine], ["index", str(rows), *engine, "--collection", "new"]
+    late_index = ["index", str(late), *engine, "--collection", "new"]
+    cases = {
+        "--limit=0 must be a positive integer": [*search, "--limit", "0"],
+        "--candidates=2 must be an integer >= --limit": [*search, "--candidates", "2"],
+        "--diversity=2.0 must be between 0": [*search, "--diversity", "2"],
+        "--fusion='rrf' applies to --mode='hybrid' only": [*search, "--fusion", "rrf"],
+        "--threshold=2 is outside the cosine score range [-1, 1] of collection 'texts'": [*search, "--threshold", "2"],
+        "--rerank-weight=0.5 needs --rerank=": [*search, "--rerank-weight", "0.5"],
+        f"--rerank '{tmp_path / 'nope'}': model": [*search, "--rerank", str(tmp_path / "nope")],
+        f"--model '{tmp_path / 'nope'}': model": [*search, "--model", str(tmp_path / "nope")],
+        "--where 'bad' must look like FIELD=VALUE": [*search, "--where", "bad"],
+        "--hnsw-ef=0 must be a positive integer": [*search, "--hnsw-ef", "0"],
+        "--oversampling=0.5 must be at least 1": [*search, "--oversampling", "0.5"],
+        "--device 'gpu' is not a torch device": [*search, "--device", "gpu"],
+        "--truncate-dim=0 must be a positive integer": [*search, "--truncate-dim", "0"],
+        "--payload-fields 'titel': no row of": [*index, "--payload-fields", "text,titel"],
+        "--context-field 'titel': no row of": [*index, "--documents", "--context-field", "titel"],
+        "--context-field 'title': the first row of": [*late_index, "--documents", "--context-field", "title"],
+        "--context-field 'title' is read from the payload, and --payload-fields 'text' leaves it out": [
+            *index,
+            "--documents",
+            "--context-field",
+            "title",
+            "--payload-fields",
+            "text",
+        ],
+        "--context-field apply to documents: add --documents": [*index, "--context-field", "title"],
+        "--batch-size=0 must be a positive integer": [*index, "--batch-size", "0"],
+        "--chunk-tokens=0 must be a positive integer": [*index, "--documents", "--chunk-tokens", "0"],
+        "--overlap-tokens=-1 must be at least 0": [*index, "--documents", "--overlap-tokens", "-1"],
+        "--first-stage-dim=0 must be a positive integer": [*index, "--first-stage-dim", "0"],
+        "--top-k=0 must be a positive integer": ["dedup", *engine, "--top-k", "0"],
+        "--limit=0 must be a positive integer.": ["dedup", *engine, "--limit", "0"],
+    }
+    ran = run_child([sys.executable, "-c", _CHILD, json.dumps(list(cases.values())), json.dumps(HEAVY)])
+    assert ran.returncode == 0, ran.stderr
+    result = json.loads(ran.stdout)
+    for (words, argv), (code, err) in zip(cases.items(), result["said"], strict=True):
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (argv, err)
+    assert result["heavy"] == [], result["heavy"]
+    assert not (tmp_path / "store" / "new").exists()  # nothing written

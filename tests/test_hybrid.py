@@ -167,21 +167,56 @@ def test_diversity_trades_relevance_for_variety(make: Engines, default_encoder: 
     assert_same_hits(varied, coll.search_text("learn Python quickly", limit=4, diversity=0.6))
 
 
-def test_diversity_over_hybrid_runs_on_edge_and_local_mode_says_it_cannot(
-    tmp_path: Path, default_encoder: SentenceEncoder
+@pytest.mark.parametrize("mode", ["hybrid", "sparse"])
+def test_mmr_after_a_fusion_reorders_its_candidates_by_their_own_relevance(
+    make: Engines,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
+    mode: str,
 ) -> None:
-    outcomes = {}
+    """Issue 64: MMR after hybrid (or BM25) keeps the fusion: diversity 0 is the fused order itself (before, the
+    engine re-ordered the fused candidates by dense similarity, and hybrid + MMR scored dense + MMR); every hit
+    comes from the fused candidates with its fused score; more diversity brings other texts in."""
+    docs, queries = scifact
+    coll = _indexed(make, default_encoder, docs, abstract_vectors)
+    claims = [q["text"] for q in queries]
+    fused = coll.search_texts(claims, 20, mode=mode)  # the candidates MMR picks among for limit 5 (at least 20)
+    for diversity in (0.0, 0.2, 0.5):
+        found = coll.search_texts(claims, 5, mode=mode, diversity=diversity)
+        for hits, candidates in zip(found, fused, strict=True):
+            score = {h.id: h.score for h in candidates}
+            assert len(hits) == 5 and hits[0].id == candidates[0].id
+            assert all(h.id in score and h.score == pytest.approx(score[h.id], abs=1e-6) for h in hits)
+            if diversity == 0.0:
+                assert_ranked_like([h.id for h in hits], candidates[:5])
+    varied = coll.search_texts(claims, 5, mode=mode, diversity=0.9)
+    assert any([h.id for h in v] != [h.id for h in c[:5]] for v, c in zip(varied, fused, strict=True))
+
+
+def test_mmr_after_hybrid_gives_the_same_hits_on_edge_and_local_mode(
+    tmp_path: Path,
+    default_encoder: SentenceEncoder,
+    scifact: tuple[list[dict[str, Any]], list[dict[str, Any]]],
+    abstract_vectors: np.ndarray,
+) -> None:
+    """The re-ordering is the collection's own: both engines answer hybrid + MMR alike (local mode refused it
+    before), and a document search, whose chunks the engine would re-order by dense similarity alone, refuses it."""
+    docs, queries = scifact
+    found = {}
     for engine in ("edge", "memory"):
         engines = Engines("sync", engine, tmp_path / engine)
-        coll = engines.open(default_encoder)
-        coll.upsert_texts(PARAPHRASES + OTHERS)
-        try:
-            outcomes[engine] = [h.text for h in coll.search_text("learn Python", limit=3, mode="hybrid", diversity=0.5)]
-        except UnsupportedError as exc:
-            outcomes[engine] = str(exc)
+        coll = _indexed(engines, default_encoder, docs, abstract_vectors)
+        found[engine] = [
+            coll.search_text(q["text"], limit=5, mode="hybrid", diversity=d) for q in queries for d in (0.2, 0.5)
+        ]
+        if engine == "edge":
+            coll.upsert_documents(["A long text about cells. " * 20], ids=["d1"])
+            with pytest.raises(UnsupportedError, match="mode='dense' and diversity="):
+                coll.search_documents("cells", mode="hybrid", diversity=0.2)
         engines.close()
-    assert len(outcomes["edge"]) == 3 and outcomes["edge"][0] in PARAPHRASES
-    assert "local mode cannot diversify" in outcomes["memory"] and "Qdrant Edge" in outcomes["memory"]
+    for edge, memory in zip(found["edge"], found["memory"], strict=True):
+        assert_same_hits(edge, memory, abs=1e-4)
 
 
 def test_stored_texts_are_encoded_as_documents_and_queries_as_queries(make: Engines) -> None:

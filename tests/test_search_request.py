@@ -120,8 +120,9 @@ REFUSED = {
 def test_every_option_has_a_test_value_and_one_spelling(cross: CrossEncoder) -> None:
     fields = list(SearchRequest.__dataclass_fields__)
     assert set(_values(cross)) == set(fields)
-    hints = get_type_hints(SearchRequest)
-    assert get_type_hints(SearchOptions) == {k: v for k, v in hints.items() if k != "limit"}
+    names = {"models": models}  # imported by the module for type checkers and checks only: no qdrant-client to parse
+    hints = get_type_hints(SearchRequest, localns=names)
+    assert get_type_hints(SearchOptions, localns=names) == {k: v for k, v in hints.items() if k != "limit"}
     for method in ("search_text", "search_texts", "search_documents", "search_by_vector", "search_similar"):
         params = inspect.signature(getattr(TextCollection, method)).parameters
         assert set(fields) <= set(params), method

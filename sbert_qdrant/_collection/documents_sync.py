@@ -32,6 +32,7 @@ from ..documents import (
     stale_filter,
     stored_document,
 )
+from ..errors import UnsupportedError
 from ..records import (
     DOCUMENT_KEY,
     CheckedRecord,
@@ -150,6 +151,15 @@ class Documents:
         request.refuse("a document search", _TEXT_OPTIONS)
         depth, chunks, score = request.depth, request.chunks or DOCUMENT_CHUNKS, request.score or "max"
         plan = search_plan(request, depth * chunks, max(depth * chunks * 4, MIN_CANDIDATES))
+        if plan.fused_mmr:
+            raise UnsupportedError(
+                f"diversity={request.diversity} after mode={request.mode!r} is not supported for documents: MMR over "
+                "their chunks would re-order them by dense similarity alone and throw the BM25 relevance away "
+                "(1,000 SciFact abstracts, issue 64: hybrid 86.92 nDCG@10, hybrid + MMR 0.2 so 78.17, no better than "
+                "dense + MMR 0.2, 77.73); search "
+                "documents with mode='dense' and diversity=, or hybrid without it (texts re-order the fused "
+                "candidates themselves)."
+            )
         query_filter, score_threshold = request.query_filter, request.score_threshold
         texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
         context.ensure(create=False)

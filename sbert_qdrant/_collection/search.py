@@ -57,6 +57,14 @@ class SearchPlan:
     using: str | None = None
     #: The multivector slot whose MaxSim re-scores the ``candidates`` found (late interaction; None: none).
     rescore: str | None = None
+    #: Hits each source of a fusion draws (None: ``candidates``); MMR after a fusion picks among the best
+    #: ``candidates`` of the fusion of sources as deep as the fusion's own.
+    drawn: int | None = None
+
+    @property
+    def fused_mmr(self) -> bool:
+        """Whether MMR re-orders a sparse or hybrid search's candidates (by their own relevance, in the collection)."""
+        return self.diversity is not None and self.mode != "dense"
 
 
 def check_limit(limit: object) -> None:
@@ -70,6 +78,7 @@ def search_plan(request: SearchRequest, points: int, candidates: int) -> SearchP
     chunks of the depth's documents); ``candidates``: the path's default when the request gives none (MMR's
     default instead: twice ``points``, at least ``MMR_MIN``; never fewer than the request's depth)."""
     weights = None if request.weights is None else (float(request.weights[0]), float(request.weights[1]))
+    drawn = max(candidates if request.candidates is None else request.candidates, request.depth)
     if request.candidates is not None:
         candidates = request.candidates
     elif request.diversity is not None:
@@ -83,6 +92,7 @@ def search_plan(request: SearchRequest, points: int, candidates: int) -> SearchP
         params=request.search_params,
         using=request.using,
         rescore=request.rescore,
+        drawn=drawn,
     )
 
 
@@ -155,7 +165,7 @@ def engine_searches(
         else:
             lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
             sources = (dense_search(settings, name, dense[i], plan), lexical_source)
-            base = Fused(sources, plan.fusion, plan.candidates, plan.weights, RRF_K)
+            base = Fused(sources, plan.fusion, plan.drawn or plan.candidates, plan.weights, RRF_K)
         if plan.rescore is not None:
             searches.append(Rescored(base, plan.rescore, tokens[i], plan.candidates))
         elif plan.diversity is None:
@@ -175,6 +185,49 @@ def dense_search(settings: CollectionConfig, name: str, vector: list[float], pla
     if first is None:
         return Nearest(name, vector, params)
     return Rescored(Nearest(first.name, vector[: first.size], params), name, vector, plan.candidates)
+
+
+def mmr_ordered(
+    rows: list[ScoredRecord],
+    vectors: dict[str, np.ndarray],
+    query: Sequence[float],
+    diversity: float,
+    limit: int,
+    distance: str,
+) -> list[ScoredRecord]:
+    """``limit`` of ``rows`` (a sparse or hybrid search's candidates, best first) picked by maximal marginal
+    relevance, in the order picked, each keeping its own score: relevance is the candidate's own score, set on the
+    scale of its dense similarity to the query (min-max onto the candidates' similarities), so that ``diversity``
+    weighs redundancy (the candidates' dense similarity to those picked) against relevance as MMR after a dense
+    search does: ``(1 - diversity) * relevance - diversity * max similarity to a picked one``. Engine-free: the
+    same on every engine. A candidate without a stored dense vector is left out."""
+    rows = [r for r in tie_ordered(rows, _point_id) if r.id in vectors]
+    if not rows:
+        return []
+    matrix = np.stack([np.asarray(vectors[r.id], dtype=np.float64) for r in rows])
+    target = np.asarray(query, dtype=np.float64)
+    if distance == "cosine":
+        matrix /= np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+        target /= max(float(np.linalg.norm(target)), 1e-12)
+    if distance in ("cosine", "dot"):
+        similar, to_query = matrix @ matrix.T, matrix @ target
+    else:  # euclid, manhattan: the nearer, the more alike
+        order = 1 if distance == "manhattan" else 2
+        similar = -np.linalg.norm(matrix[:, None, :] - matrix[None, :, :], ord=order, axis=2)
+        to_query = -np.linalg.norm(matrix - target, ord=order, axis=1)
+    own = np.asarray([r.score for r in rows], dtype=np.float64)
+    low, high = float(own.min()), float(own.max())
+    scaled = (own - low) / (high - low) if high > low else np.ones_like(own)
+    relevance = float(to_query.min()) + scaled * float(to_query.max() - to_query.min())
+    picked = [int(np.argmax(relevance))]
+    closest = similar[picked[0]].copy()
+    while len(picked) < min(limit, len(rows)):
+        value = (1 - diversity) * relevance - diversity * closest
+        value[picked] = -np.inf
+        best = int(np.argmax(value))
+        picked.append(best)
+        closest = np.maximum(closest, similar[best])
+    return [rows[i] for i in picked]
 
 
 def payload_selector(settings: CollectionConfig, with_payload: bool, rerank: Reranker | None) -> PayloadSelector:

@@ -34,7 +34,7 @@ from ..records import (
     point_id,
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
-from ..store.base import PointVectors, StoredRecord
+from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -50,6 +50,7 @@ from .search import (
     dense_search,
     engine_searches,
     hits,
+    mmr_ordered,
     payload_selector,
     reranked,
     search_plan,
@@ -219,17 +220,38 @@ class Texts:
         if not texts:
             return []
         searches = run_blocking(engine_searches, config, context.bm25, texts, plan)
-        found = context.store.query(
-            context.name,
-            searches,
-            depth,
-            context.texts_only(selected),
-            threshold,
-            payload_selector(config, request.with_payload, request.rerank),
-        )
+        selector = payload_selector(config, request.with_payload, request.rerank)
+        if plan.fused_mmr:  # MMR over the fused (or BM25) candidates by their own relevance, here: every engine alike
+            diversified = [s for s in searches if isinstance(s, Diversified) and s.source is not None]
+            sources = [s.source for s in diversified if s.source is not None]
+            found = context.store.query(
+                context.name, sources, plan.candidates, context.texts_only(selected), threshold, selector
+            )
+            found = self._diversified(diversified, found, depth)
+        else:
+            found = context.store.query(
+                context.name, searches, depth, context.texts_only(selected), threshold, selector
+            )
         if context.documents and not any(found):
             self._require_texts()
         return [hits(config, rows) for rows in found]
+
+    def _diversified(
+        self, searches: list[Diversified], found: list[list[ScoredRecord]], limit: int
+    ) -> list[list[ScoredRecord]]:
+        """Each search's candidates re-ordered by MMR (``mmr_ordered``), its ``limit`` first, their dense vectors
+        read from the store."""
+        if not searches:
+            return found
+        context, using = self.context, searches[0].using
+        points = list(dict.fromkeys(r.id for rows in found for r in rows))
+        stored = context.store.retrieve(context.name, using, points, True) if points else []
+        vectors = {r.id: r.vector for r in stored if r.vector is not None}
+        distance = context.config.layout.slot(using).distance
+        return [
+            mmr_ordered(rows, vectors, search.vector, search.diversity, limit, distance)
+            for search, rows in zip(searches, found, strict=True)
+        ]
 
     def _require_texts(self) -> None:
         """Say why a text search of a collection holding documents and no texts finds nothing (never silently)."""

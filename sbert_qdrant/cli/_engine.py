@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import CollectionMismatchError, CollectionNotFoundError, InvalidArgumentError, UnsupportedError
 from ..types import QUANTIZATIONS
-from ._load import add_load_options, encoder_spec
+from ._load import add_load_options, check_load_flags, encoder_spec
 
 if TYPE_CHECKING:  # imported when a command runs: --help loads no torch, transformers or qdrant-client
     from ..collection import TextCollection
@@ -61,10 +61,11 @@ def _not_found(args: argparse.Namespace, settings: Settings, name: str, there: l
     )
 
 
-def check_engine(args: argparse.Namespace, reads: bool) -> None:
-    """What needs no model, checked before one loads: --location is a folder (or not there yet) and, for a command
-    that ``reads`` the collection, the collection is in it (a server's are checked on reading: a name there may
-    be an alias)."""
+def check_engine(args: argparse.Namespace, reads: bool, dense_threshold: float | None = None) -> None:
+    """What needs no model, checked before one loads: the load flags (``check_load_flags``), --location is a folder
+    (or not there yet) and, for a command that ``reads`` the collection, the collection is in it (a server's are
+    checked on reading: a name there may be an alias), a dense search's ``--threshold`` in its cosine range."""
+    check_load_flags(args)
     from ..settings import Settings
 
     settings = Settings()
@@ -78,11 +79,17 @@ def check_engine(args: argparse.Namespace, reads: bool) -> None:
         )
     name = args.collection or settings.collection
     if reads:
-        from ..store.edge_folder import edge_collection_names  # no qdrant-client: this answers in a blink
+        from ..store.edge_folder import edge_collection_names, edge_distances  # no qdrant-client: in a blink
 
         there = edge_collection_names(location)
         if name not in there:
             raise _not_found(args, settings, name, there)
+        cosine = set(edge_distances(location, name).values()) == {"cosine"}
+        if dense_threshold is not None and cosine and not -1 <= dense_threshold <= 1:
+            raise InvalidArgumentError(
+                f"--threshold={dense_threshold:g} is outside the cosine score range [-1, 1] of collection {name!r} "
+                "(--mode dense); give a cosine, e.g. 0.5."
+            )
 
 
 @contextmanager

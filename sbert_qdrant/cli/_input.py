@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DataFormatError, InvalidInputError
+from ..errors import DataFormatError, InvalidArgumentError, InvalidInputError
 from ..files import count_rows, read_rows
 
 if TYPE_CHECKING:  # imported when a command runs: --help loads no qdrant-client
@@ -37,6 +37,33 @@ def read_records(
     return _records(
         path, rows if first is None else itertools.chain([first], rows), text_field, id_field, payload_fields
     )
+
+
+def check_fields(
+    path: Path, file_format: str | None, named: Sequence[tuple[str, str]], every_row: Sequence[str] = ()
+) -> None:
+    """Refuse, before a model loads, a field a flag names (``named``: (flag, field) pairs) that no row of the file
+    has, naming the fields its rows have; a flag of ``every_row`` (``--context-field``) needs its field from the
+    first row on. The file is read only until each field is found."""
+    seen: dict[str, None] = {}
+    found: dict[str, int] = {}
+    first: dict[str, Any] | None = None
+    for number, row in read_rows(path, file_format):
+        first = row if first is None else first
+        seen |= dict.fromkeys(row)
+        found |= {field: number for _, field in named if field in row and field not in found}
+        if len(found) == len({field for _, field in named}):
+            break
+    for flag, field in named:
+        if field not in found:
+            raise InvalidArgumentError(
+                f"{flag} {field!r}: no row of {path} has that field; its rows have: {', '.join(seen) or 'none'}."
+            )
+        if flag in every_row and first is not None and field not in first:
+            raise DataFormatError(
+                f"{flag} {field!r}: the first row of {path} has no such field (line {found[field]} has it), and "
+                f'{flag} needs it in every row (null or "" for none); add it there, or drop {flag}.'
+            )
 
 
 def _records(
@@ -95,11 +122,8 @@ def _value(text: str) -> Any:
     return {"true": True, "false": False}.get(text, text)
 
 
-def where_filter(conditions: Sequence[str]) -> models.Filter | None:
-    """``--where`` conditions as one filter: FIELD=VALUE (the same field repeated: any of its values, MatchAny),
-    FIELD>=N / >N / <=N / <N (a range); every field must match."""
-    from qdrant_client import models
-
+def check_where(conditions: Sequence[str]) -> tuple[dict[str, list[Any]], dict[str, dict[str, float]]]:
+    """``--where`` conditions read (no qdrant-client): values each field must equal, and each field's range."""
     equal: dict[str, list[Any]] = {}
     ranges: dict[str, dict[str, float]] = {}
     for condition in conditions:
@@ -117,12 +141,23 @@ def where_filter(conditions: Sequence[str]) -> models.Filter | None:
         except ValueError:
             message = f"--where {condition!r}: {op} compares numbers, and {value!r} is not one."
             raise InvalidInputError(message) from None
+    return equal, ranges
+
+
+def where_filter(conditions: Sequence[str]) -> models.Filter | None:
+    """``--where`` conditions as one filter: FIELD=VALUE (the same field repeated: any of its values, MatchAny),
+    FIELD>=N / >N / <=N / <N (a range); every field must match."""
+    equal, ranges = check_where(conditions)
+    if not equal and not ranges:
+        return None
+    from qdrant_client import models
+
     must: list[models.Condition] = []
     for field, values in equal.items():
         match: Any = models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
         must.append(models.FieldCondition(key=field, match=match))
     must += [models.FieldCondition(key=field, range=models.Range(**bounds)) for field, bounds in ranges.items()]
-    return models.Filter(must=must) if must else None
+    return models.Filter(must=must)
 
 
 def cosine(text: str) -> float:

@@ -4,8 +4,10 @@ as the field (``--truncate-dim`` -> ``truncate_dim``), each defaulting to its ``
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING
 
+from ..errors import InvalidArgumentError, ModelNotFoundError
 from ..types import PRECISIONS
 
 if TYPE_CHECKING:
@@ -38,6 +40,35 @@ def add_load_options(parser: argparse.ArgumentParser) -> None:
         help="cut vectors to their first N values, for Matryoshka models (default: SBERT_QDRANT_TRUNCATE_DIM, else "
         "full length); a normalizing model's cut vectors are normalized again",
     )
+
+
+#: The device types torch names (``torch.device``), each optionally with an index (``cuda:1``).
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|hip|hpu|mtia|meta|xla|privateuseone)(:\d+)?")
+
+
+def check_load_flags(args: argparse.Namespace) -> None:
+    """The load flags that can be checked without torch, before a heavy import: ``--device`` is a torch device,
+    ``--truncate-dim`` positive, a ``--model`` written as a path is a folder."""
+    device = getattr(args, "device", None)
+    if device is not None and not _DEVICE.fullmatch(device):
+        raise InvalidArgumentError(f"--device {device!r} is not a torch device; use cpu, cuda, cuda:1 or mps.")
+    truncate = getattr(args, "truncate_dim", None)
+    if truncate is not None and truncate < 1:
+        raise InvalidArgumentError(f"--truncate-dim={truncate} must be a positive integer (values kept per vector).")
+    check_model_flag(getattr(args, "model", None), "--model")
+
+
+def check_model_flag(model: str | None, flag: str) -> None:
+    """A model flag's folder or hub id found before anything heavy is imported (a hub id not cached is looked up
+    as loading it would)."""
+    if model is None:
+        return
+    from ..encoder.loading import resolve_model_folder  # no torch: folders, the package, the hub's cache
+
+    try:
+        resolve_model_folder(model)
+    except ModelNotFoundError as exc:
+        raise ModelNotFoundError(f"{flag} {model!r}: {str(exc).replace(chr(10) + '  - ', ' ').strip()}") from None
 
 
 def encoder_spec(args: argparse.Namespace, settings: Settings | None = None) -> EncoderSpec:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..errors import InvalidArgumentError, PartialWriteError
 from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SCORINGS, SEARCH_MODES
 from ._engine import add_engine_options, check_engine, open_collection, reading
-from ._input import cosine, counted, read_records, where_filter
-from ._load import encoder_spec
+from ._input import check_fields, check_where, cosine, counted, read_records, where_filter
+from ._load import check_model_flag, encoder_spec
 
 if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no torch, transformers or qdrant-client
     from qdrant_client import models
@@ -29,10 +29,44 @@ if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no t
     from ..records import UpsertResult
 
 
+def _at_least(args: argparse.Namespace, bounds: dict[str, tuple[str, float]]) -> None:
+    """Refuse a number flag below its bound (``bounds``: attribute -> (flag, lowest)), naming the flag."""
+    for name, (flag, lowest) in bounds.items():
+        value = getattr(args, name)
+        if value is not None and value < lowest:
+            what = "a positive integer" if lowest == 1 and isinstance(value, int) else f"at least {lowest:g}"
+            raise InvalidArgumentError(f"{flag}={value:g} must be {what}.")
+
+
+#: Flags that apply to --documents only: without it they would be ignored.
+_DOCUMENT_FLAGS = {"chunk_tokens": "--chunk-tokens", "overlap_tokens": "--overlap-tokens"}
+_DOCUMENT_FLAGS |= {"context_field": "--context-field"}
+
+
+def _check_index_flags(args: argparse.Namespace) -> None:
+    """The index flags' values, checked before anything is read, imported or loaded."""
+    _at_least(args, {"batch_size": ("--batch-size", 1), "chunk_tokens": ("--chunk-tokens", 1)})
+    _at_least(args, {"overlap_tokens": ("--overlap-tokens", 0), "first_stage_dim": ("--first-stage-dim", 1)})
+    _at_least(args, {"actors": ("--actors", 1), "gpus_per_actor": ("--gpus-per-actor", 0)})
+    if args.cpus_per_actor <= 0:
+        raise InvalidArgumentError(f"--cpus-per-actor={args.cpus_per_actor:g} must be a positive number.")
+    given = [flag for name, flag in _DOCUMENT_FLAGS.items() if getattr(args, name) is not None]
+    if given and not args.documents:
+        raise InvalidArgumentError(f"{' and '.join(given)} apply to documents: add --documents, or drop them.")
+    if args.payload_fields is not None and args.context_field is not None:
+        kept = args.payload_fields.split(",")
+        if args.context_field not in kept:
+            raise InvalidArgumentError(
+                f"--context-field {args.context_field!r} is read from the payload, and --payload-fields "
+                f"{args.payload_fields!r} leaves it out; add it there."
+            )
+
+
 def _index(args: argparse.Namespace) -> int:
     label = ", ".join(args.file)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
     kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
+    _check_index_flags(args)
     check_engine(args, reads=False)
     done = _ray_all_stored(args) if args.ray is not None else None
     if done is not None:  # nothing to encode: no Ray started, no model loaded
@@ -82,6 +116,9 @@ def _file_upsert(args: argparse.Namespace, fields: list[str] | None) -> Callable
         raise InvalidArgumentError(f"{len(args.file)} files given: index them one command each, or pass --ray.")
     path = Path(args.file[0])
     records = counted(read_records(path, args.format, args.text_field, args.id_field, fields), path, args.format)
+    named = [("--payload-fields", field) for field in fields or ()]
+    named += [("--context-field", args.context_field)] if args.context_field is not None else []
+    check_fields(path, args.format, named, every_row=["--context-field"])
 
     def upsert(coll: TextCollection) -> UpsertResult:
         if args.documents:
@@ -171,12 +208,16 @@ _SEARCH_FLAGS = {
 
 
 def _search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The search flags as one checked SearchRequest's options: every flag is checked before a model loads (the
-    cross-encoder too), then the re-ranker is loaded and joined."""
+    """The search flags as one checked SearchRequest's options: every flag checked first, with nothing heavy
+    imported (no qdrant-client, torch or model: a wrong value is refused at once), then the engine and the
+    collection (``check_engine``), the re-ranker's folder and the search model's; then the filter and search
+    parameters are built, and the re-ranker is loaded and joined."""
     from ..search_request import SearchRequest
 
     if not args.documents and (args.chunks is not None or args.score is not None):
         raise InvalidArgumentError("--chunks and --score apply to one hit per document: add --documents.")
+    _at_least(args, {"hnsw_ef": ("--hnsw-ef", 1), "oversampling": ("--oversampling", 1)})
+    check_where(args.where)
     flags = {
         "limit": args.limit,
         "offset": args.offset,
@@ -186,15 +227,16 @@ def _search_options(args: argparse.Namespace) -> dict[str, Any]:
         "candidates": args.candidates,
         "diversity": args.diversity,
         "score_threshold": args.threshold,
-        "query_filter": where_filter(args.where),
-        "search_params": _search_params(args),
         "chunks": args.chunks,
         "score": args.score,
     }
     rerank = {"rerank_candidates": args.rerank_candidates, "rerank_weight": args.rerank_weight}
-    request = SearchRequest.of(flags if args.rerank is not None else {**flags, **rerank}, names=_SEARCH_FLAGS)
+    SearchRequest.of(flags if args.rerank is not None else {**flags, **rerank}, names=_SEARCH_FLAGS)
+    check_engine(args, reads=True, dense_threshold=args.threshold if args.mode == "dense" else None)
+    check_model_flag(args.rerank, "--rerank")
+    flags |= {"query_filter": where_filter(args.where), "search_params": _search_params(args)}
     if args.rerank is None:
-        return request.options()
+        return SearchRequest.of({**flags, **rerank}, names=_SEARCH_FLAGS).options()
     from ..encoder import CrossEncoder
 
     spec = encoder_spec(args)
@@ -222,8 +264,7 @@ def _score_label(args: argparse.Namespace) -> str:
     return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion or 'dbsf'} fused")
 
 
-def _search_documents(args: argparse.Namespace) -> int:
-    options = _search_options(args)
+def _search_documents(args: argparse.Namespace, options: dict[str, Any]) -> int:
     with reading(args) as coll:
         found = [coll.search_documents(query, **options) for query in args.query]
     for query, hits in zip(args.query, found, strict=True):
@@ -244,10 +285,9 @@ def _search_documents(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    check_engine(args, reads=True)
-    if args.documents:
-        return _search_documents(args)
     options = _search_options(args)
+    if args.documents:
+        return _search_documents(args, options)
     with reading(args) as coll:
         hits = coll.search_texts(args.query, **options)
     for query, found in zip(args.query, hits, strict=True):
@@ -267,6 +307,7 @@ def _search(args: argparse.Namespace) -> int:
 
 
 def _dedup(args: argparse.Namespace) -> int:
+    _at_least(args, {"top_k": ("--top-k", 1), "limit": ("--limit", 1)})
     records = read_records(Path(args.file), args.format, args.text_field, None, []) if args.file else None
     check_engine(args, reads=records is None)
     with reading(args) as coll:

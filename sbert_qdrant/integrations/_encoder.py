@@ -13,11 +13,20 @@ if TYPE_CHECKING:
 
 
 def given_or_loaded(
-    encoder: SentenceEncoder | None, model: str | os.PathLike[str] | None, **load: Unpack[LoadOptions]
+    encoder: SentenceEncoder | None,
+    model: str | os.PathLike[str] | SentenceEncoder | None,
+    **load: Unpack[LoadOptions],
 ) -> tuple[SentenceEncoder, str | None]:
     """``encoder`` as given, else the configured encoder (``EncoderSpec.of``: ``model`` and each load option where
     given, else ``SBERT_QDRANT_MODEL`` / ``_DEVICE`` / ``_PRECISION`` / ...); with the model loaded (None: given, or
-    the default model)."""
+    the default model). A SentenceEncoder passed as ``model`` (first, positionally, as ``HuggingFaceEmbeddings``-style
+    code does) is the encoder."""
+    if isinstance(model, SentenceEncoder):
+        if encoder is not None:
+            raise InvalidArgumentError(
+                f"an encoder is given twice (first as {model!r:.60}, then as encoder=); pass one of them."
+            )
+        encoder, model = model, None
     if encoder is not None:
         named = {"model": model, **load}
         given = sorted(name for name, value in named.items() if value is not None)

@@ -98,3 +98,61 @@ def test_payloads_as_one_dict_is_refused_before_anything_is_written(
         with pytest.raises(InvalidInputError, match="ids='a' must be a list"):
             coll.upsert_texts(["x"], ids="a")  # type: ignore[arg-type]
         assert not coll.exists()
+
+
+def test_an_encoder_passed_first_is_the_encoder(tiny_encoder: SentenceEncoder) -> None:
+    """``SbertEmbeddings(encoder)``, as ``HuggingFaceEmbeddings``-style code passes a model object (issue 64)."""
+    embeddings = SbertEmbeddings(tiny_encoder)
+    assert embeddings.encoder is tiny_encoder and embeddings.model_name is None
+    assert embeddings.embed_query("a cat") == SbertEmbeddings(encoder=tiny_encoder).embed_query("a cat")
+    with pytest.raises(InvalidArgumentError, match="an encoder is given twice"):
+        SbertEmbeddings(tiny_encoder, encoder=tiny_encoder)
+    with pytest.raises(InvalidArgumentError, match="not both"):
+        SbertEmbeddings(tiny_encoder, device="cpu")
+    llama = pytest.importorskip("sbert_qdrant.integrations.llama_index")
+    assert llama.SbertEmbedding(tiny_encoder).encoder is tiny_encoder
+
+
+def test_fetch_k_and_k_in_search_kwargs_beside_langchain_qdrant(tmp_path: Path, tiny_encoder: SentenceEncoder) -> None:
+    """langchain-qdrant refuses ``fetch_k`` in a similarity search and LangChain's retriever drops ``k=`` given
+    beside ``search_kwargs``; here ``fetch_k`` is refused where it would be ignored (honoured by MMR and hybrid),
+    and ``as_retriever(k=2)`` honoured, a second ``k`` refused: nothing is silently dropped or overridden."""
+    texts = [f"note {i} about cats and dogs" for i in range(12)]
+    theirs = QdrantVectorStore.from_texts(texts, DeterministicFakeEmbedding(size=16), location=":memory:")
+    ours = SbertQdrantVectorStore.from_texts(texts, SbertEmbeddings(tiny_encoder), location=str(tmp_path / "q"))
+    try:
+        similarity = {"k": 2, "fetch_k": 20}
+        with pytest.raises(AssertionError, match="fetch_k"):  # qdrant-client's query_points: unknown argument
+            theirs.as_retriever(search_kwargs=similarity).invoke("cats")
+        with pytest.raises(InvalidArgumentError, match=r"fetch_k=20 does not apply to a similarity search"):
+            ours.as_retriever(search_kwargs=similarity).invoke("cats")
+        for store in (theirs, ours):  # MMR reads fetch_k in both
+            assert len(store.as_retriever(search_type="mmr", search_kwargs=similarity).invoke("cats")) == 2
+        assert len(ours.as_retriever(search_kwargs={**similarity, "mode": "hybrid"}).invoke("cats")) == 2
+        assert len(theirs.as_retriever(k=2).invoke("cats")) == 4  # LangChain's retriever drops k=2 ...
+        assert len(ours.as_retriever(k=2).invoke("cats")) == 2  # ... ours takes it into search_kwargs
+        assert len(theirs.as_retriever(k=2, search_kwargs={"k": 5}).invoke("cats")) == 5  # k=2 lost
+        with pytest.raises(InvalidArgumentError, match=r"as_retriever\(k=2, search_kwargs=\{'k': 5\}\) sets k twice"):
+            ours.as_retriever(k=2, search_kwargs={"k": 5})
+        assert len(ours.as_retriever(search_kwargs={"k": 5}).invoke("cats", k=3)) == 3  # per call, as LangChain's
+    finally:
+        ours.close()
+    from sbert_qdrant.integrations.langchain import SbertDocumentRetriever
+
+    with TextCollection("docs", tiny_encoder, location=tmp_path / "d") as coll:
+        with pytest.raises(InvalidArgumentError, match=r"k=2 and search_kwargs=\{'k': 5\} both set"):
+            SbertDocumentRetriever(collection=coll, k=2, search_kwargs={"k": 5})
+        assert SbertDocumentRetriever(collection=coll, search_kwargs={"k": 5})._arguments({})["limit"] == 5
+
+
+MEANT = {"k": "limit", "top_k": "limit", "similarity_top_k": "limit", "filter": "query_filter"}
+MEANT |= {"retrieval_mode": "mode", "fetch_k": "candidates", "limt": "limit", "query_filtr": "query_filter"}
+
+
+@pytest.mark.parametrize(("theirs", "ours"), MEANT.items())
+def test_our_api_says_which_option_a_peers_name_means(
+    tmp_path: Path, tiny_encoder: SentenceEncoder, theirs: str, ours: str
+) -> None:
+    said = rf"^{theirs}= is not a search option \(did you mean {ours}="
+    with TextCollection("c", tiny_encoder, location=tmp_path) as coll, pytest.raises(InvalidArgumentError, match=said):
+        coll.search_text("cats", **{theirs: 2})

@@ -104,7 +104,8 @@ def test_filters_qdrant_and_dict(store: SbertQdrantVectorStore) -> None:
     assert sorted(d.metadata["year"] for d in either) == [2020, 2022]
     with pytest.raises(InvalidArgumentError, match="dict filter"):
         store.similarity_search("x", filter={"year": 2.5})
-    with pytest.raises(InvalidArgumentError, match="fliter= is not a search option; use LangChain's k, filter"):
+    said = r"fliter= is not a search option \(did you mean filter=\?\); use LangChain's k, filter"
+    with pytest.raises(InvalidArgumentError, match=said):
         store.similarity_search("x", fliter={"year": 2020})
 
 

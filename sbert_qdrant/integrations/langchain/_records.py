@@ -12,7 +12,7 @@ from qdrant_client import models
 
 from ...errors import InvalidArgumentError, UnsupportedError
 from ...records import Hit, StoredText
-from ...search_request import SearchOptions, SearchRequest
+from ...search_request import SearchOptions, SearchRequest, did_you_mean
 
 #: Namespace of the ids derived from a document's content and metadata (when it comes without an id).
 DOCUMENT_NAMESPACE = uuid.UUID("0b6f3a5e-8a1c-5d4e-9f2b-7c3d1e6a4b90")
@@ -44,9 +44,10 @@ def search_request(*layers: Mapping[str, Any]) -> SearchRequest:
         seen: dict[str, str] = {}
         for key, value in layer.items():
             if not is_search_option(key):
-                ours = ", ".join(sorted(SearchRequest.__dataclass_fields__))
+                ours = sorted(SearchRequest.__dataclass_fields__)
                 raise InvalidArgumentError(
-                    f"{key}= is not a search option; use LangChain's {', '.join(LANGCHAIN_NAMES)} or ours: {ours}."
+                    f"{key}= is not a search option{did_you_mean(key, [*LANGCHAIN_NAMES, *ours])}; use LangChain's "
+                    f"{', '.join(LANGCHAIN_NAMES)} or ours: {', '.join(ours)}."
                 )
             option = LANGCHAIN_NAMES.get(key, key)
             if option in seen:

@@ -26,12 +26,13 @@ class SbertEmbeddings(Embeddings):
 
     model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model (all-MiniLM-L6-v2),
     loaded with the load options ``device=``, ``precision=``, ``truncate_dim=`` (``LoadOptions``; each else its
-    ``SBERT_QDRANT_*`` setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied).
+    ``SBERT_QDRANT_*`` setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied),
+    as ``encoder=`` or first (``SbertEmbeddings(encoder)``).
     """
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | None = None,
+        model: str | os.PathLike[str] | SentenceEncoder | None = None,
         *,
         encoder: SentenceEncoder | None = None,
         batch_size: int = 32,

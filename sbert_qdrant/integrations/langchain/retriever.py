@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from ...aio import AsyncTextCollection
 from ...collection import TextCollection
 from ...documents import DocumentHit
-from ...errors import UnsupportedError
+from ...errors import InvalidArgumentError, UnsupportedError
 from ._records import search_request
 
 
@@ -25,7 +25,8 @@ class SbertDocumentRetriever(BaseRetriever):
     collection: a TextCollection (async calls run it in a worker thread) or an AsyncTextCollection (async calls
     only). search_kwargs: any option of ``search_documents`` (``mode``, ``chunks``, ``diversity``, ``rescore``,
     ``rerank``, ...; ``filter``, ``fetch_k`` and ``retrieval_mode`` as in SbertQdrantVectorStore);
-    ``invoke(query, k=3, filter=...)`` overrides them per call.
+    ``invoke(query, k=3, filter=...)`` overrides them per call. ``k=`` and a ``k`` (or ``limit``) in
+    ``search_kwargs`` that differ are refused: neither silently wins.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -33,6 +34,15 @@ class SbertDocumentRetriever(BaseRetriever):
     collection: TextCollection | AsyncTextCollection
     k: int = 4
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        for name in ("k", "limit") if "k" in self.model_fields_set else ():
+            if name in self.search_kwargs and self.search_kwargs[name] != self.k:
+                raise InvalidArgumentError(
+                    f"k={self.k!r} and search_kwargs={{{name!r}: {self.search_kwargs[name]!r}}} both set how many "
+                    "documents to return; pass one of them."
+                )
 
     def _arguments(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         return search_request({"k": self.k}, self.search_kwargs, kwargs).options()

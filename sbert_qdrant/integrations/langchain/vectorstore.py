@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from typing_extensions import Unpack
 
@@ -242,11 +242,36 @@ class SbertQdrantVectorStore(VectorStore):
         except CollectionNotFoundError:
             return []
 
+    def as_retriever(self, **kwargs: Any) -> VectorStoreRetriever:
+        """LangChain's retriever over this store. Search options given beside ``search_kwargs``
+        (``as_retriever(k=2)``, which LangChain's retriever would drop without a word) are taken into it; the same
+        option in both with two values is refused."""
+        direct = {name: kwargs.pop(name) for name in list(kwargs) if is_search_option(name) or name in _MMR_ONLY}
+        if direct:
+            search_kwargs = dict(kwargs.get("search_kwargs") or {})
+            for name, value in direct.items():
+                if name in search_kwargs and search_kwargs[name] != value:
+                    raise InvalidArgumentError(
+                        f"as_retriever({name}={value!r}, search_kwargs={{{name!r}: {search_kwargs[name]!r}}}) sets "
+                        f"{name} twice; pass it once (in search_kwargs, where LangChain reads it)."
+                    )
+                search_kwargs[name] = value
+            kwargs["search_kwargs"] = search_kwargs
+        return super().as_retriever(**kwargs)
+
     def _vector_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
         return search_request(kwargs, {"k": k}).options()
 
     def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return search_request(self.search_options, kwargs, {"k": k}).options()
+        request = search_request(self.search_options, kwargs, {"k": k})
+        if "fetch_k" in kwargs and request.diversity is None and request.rescore is None and request.mode != "hybrid":
+            raise InvalidArgumentError(
+                f"fetch_k={kwargs['fetch_k']!r} does not apply to a similarity search of mode={request.mode!r}: it "
+                "returns the k best directly, and fetch_k would be ignored (langchain-qdrant refuses it too). fetch_k "
+                "is the candidates of max_marginal_relevance_search (as_retriever(search_type='mmr')) and of "
+                "mode='hybrid' (each source's); drop it, or use one of those."
+            )
+        return request.options()
 
     def _mmr_args(self, k: int, fetch_k: int, lambda_mult: float, kwargs: dict[str, Any]) -> dict[str, Any]:
         if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
@@ -367,6 +392,10 @@ class SbertQdrantVectorStore(VectorStore):
             if self._own_client is not None and self.collection is None:
                 await self._own_client.close()
         self.close()
+
+
+#: Arguments of max_marginal_relevance_search that are not search options, taken into search_kwargs as well.
+_MMR_ONLY = frozenset({"lambda_mult"})
 
 
 def _split(

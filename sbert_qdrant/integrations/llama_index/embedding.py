@@ -31,7 +31,8 @@ class SbertEmbedding(BaseEmbedding):
 
     model: a folder, a hub id or None for ``SBERT_QDRANT_MODEL`` if set, else the default model, loaded with the
     load options ``device=``, ``precision=``, ``truncate_dim=`` (``LoadOptions``; each else its ``SBERT_QDRANT_*``
-    setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied). Other keyword
+    setting, as ``load_encoder``); or pass an ``encoder`` you already loaded (shared, not copied), as ``encoder=`` or
+    first (``SbertEmbedding(encoder)``). Other keyword
     arguments go to LlamaIndex's ``BaseEmbedding``.
     """
 
@@ -39,13 +40,13 @@ class SbertEmbedding(BaseEmbedding):
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | None = None,
+        model: str | os.PathLike[str] | SentenceEncoder | None = None,
         *,
         encoder: SentenceEncoder | None = None,
         embed_batch_size: int = 32,
         **kwargs: Any,
     ) -> None:
-        encoder_given = encoder is not None
+        encoder_given = encoder is not None or isinstance(model, SentenceEncoder)
         load = cast(LoadOptions, {name: kwargs.pop(name) for name in LoadOptions.__annotations__ if name in kwargs})
         encoder, loaded = given_or_loaded(encoder, model, **load)
         name = "SentenceEncoder" if encoder_given else DEFAULT_MODEL if loaded is None else str(loaded)

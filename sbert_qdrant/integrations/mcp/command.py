@@ -26,7 +26,8 @@ DESCRIPTION = (
     "Serve collections to agents (Claude Desktop, Cursor, ...) over MCP. Settings come from the environment: "
     "QDRANT_URL, QDRANT_API_KEY, QDRANT_LOCAL_PATH, COLLECTION_NAME, QDRANT_SEARCH_LIMIT, QDRANT_READ_ONLY, "
     "QDRANT_ALLOW_ARBITRARY_FILTER, FILTERABLE_FIELDS, EMBEDDING_MODEL, TOOL_FIND_DESCRIPTION, "
-    "TOOL_STORE_DESCRIPTION, FASTMCP_HOST, FASTMCP_PORT, FASTMCP_LOG_LEVEL and SBERT_QDRANT_* (see docs/mcp.md, "
+    "TOOL_STORE_DESCRIPTION, FASTMCP_HOST, FASTMCP_PORT, FASTMCP_LOG_LEVEL (or FASTMCP_SERVER_HOST, _PORT, "
+    "_LOG_LEVEL) and SBERT_QDRANT_* (see docs/mcp.md, "
     "'Settings'). Several agents on one store: run one server with --transport streamable-http and point them all "
     "at http://HOST:PORT/mcp."
 )
@@ -76,6 +77,8 @@ def serve(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"--env-file {args.env_file!r} is not a file; name the .env file to read.")
     settings = _valid(None if args.env_file is None else {"_env_file": args.env_file})
     _log_to_stderr(settings.log_level)
+    for note in settings.not_used:
+        logger.warning(note)
     if args.transport == "stdio":
         given = [name for name, value in _TOKENS.items() if getattr(args, value) or getattr(settings, name)]
         if given:

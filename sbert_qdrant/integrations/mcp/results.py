@@ -1,7 +1,8 @@
 """What the tools return: structured content (the models here, published as each tool's output schema) and the same
 as readable text (``<entry>`` lines, or mcp-server-qdrant's own JSON array of them, byte for byte, so prompts written
-for it keep working). A stored text is shown as stored, but for the ``<`` of a tag that would open or close an entry:
-no text can forge one."""
+for it keep working). A stored text is shown as stored, but for the ``<`` of a tag of the answer's own structure
+(``entry``, ``content``, ``metadata`` in a find; ``document``, ``passage``, ``metadata`` in a document search): no text
+can forge one, and any other text (``<entry-point>``, ``<document>`` in a find, ``&``) reads byte for byte as theirs."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+import pydantic_core
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
@@ -95,8 +97,15 @@ class Collections(BaseModel):
     collections: list[str]
 
 
-#: The ``<`` of a tag that opens or closes an entry or a part of one (ours or mcp-server-qdrant's), in any case.
-_TAG = re.compile(r"<(?=\s*/?\s*(?:entry|content|metadata|document|passage)\b)", re.IGNORECASE)
+def _tags(*names: str) -> re.Pattern[str]:
+    """The ``<`` of a tag named one of ``names`` that opens or closes (``</x>``, ``<x/>``), in any case, with
+    whitespace inside, attributes or nothing after it; not a tag whose name only starts so (``<entry-point>``)."""
+    return re.compile(rf"<(?=\s*/?\s*(?:{'|'.join(names)})(?![\w.:-]))", re.IGNORECASE)
+
+
+#: The tags of a find's answer (ours and mcp-server-qdrant's), and of a document search's.
+_ENTRY_TAGS = _tags("entry", "content", "metadata")
+_DOCUMENT_TAGS = _tags("document", "passage", "metadata")
 
 
 def _nothing_yet(collection_name: str) -> str:
@@ -119,15 +128,17 @@ def found(
     either."""
     entries = [Entry(id=h.id, score=h.score, text=h.text, payload=h.payload) for h in hits]
     result = Found(collection_name=collection_name, query=query, entries=entries, truncated=bool(truncated))
-    if style == "mcp-server-qdrant":  # their FastMCP's text of a list[str]: JSON, indented, non-ASCII as it is
+    if style == "mcp-server-qdrant":
         if not entries:
             return CallToolResult(content=[], structured_content=result.model_dump(mode="json"))
         theirs = [f"Results for the query '{query}'"]
         theirs += [
-            f"<entry><content>{_text(e.text or '')}</content>{_metadata(e.payload, ensure_ascii=True)}</entry>"
+            f"<entry><content>{_text(e.text or '', _ENTRY_TAGS)}</content>"
+            f"{_metadata(e.payload, _ENTRY_TAGS, ensure_ascii=True)}</entry>"
             for e in entries
         ]
-        return reply(result, json.dumps(theirs, ensure_ascii=False, indent=2))
+        # their FastMCP's text of a list[str], by the same call: JSON indented by 2, non-ASCII as it is
+        return reply(result, pydantic_core.to_json(theirs, indent=2).decode())
     if not stored:
         return reply(result, _nothing_yet(collection_name))
     lines = [f"Results for the query {query!r}" if entries else f"No results for the query {query!r}"]
@@ -156,30 +167,34 @@ def found_documents(
     lines = [f"Documents for the query {query!r}" if documents else f"No documents for the query {query!r}"]
     lines += [truncated] if truncated else []
     for d in documents:
-        passages = "".join(f'<passage start="{p.start}" end="{p.end}">{_text(p.text)}</passage>' for p in d.passages)
+        passages = "".join(
+            f'<passage start="{p.start}" end="{p.end}">{_text(p.text, _DOCUMENT_TAGS)}</passage>' for p in d.passages
+        )
         lines.append(
-            f'<document id="{_attribute(d.id)}" score="{d.score:.4f}">{passages}{_metadata(d.payload)}</document>'
+            f'<document id="{_attribute(d.id)}" score="{d.score:.4f}">'
+            f"{passages}{_metadata(d.payload, _DOCUMENT_TAGS)}</document>"
         )
     return reply(result, "\n".join(lines))
 
 
 def _entry(key: Key, score: float, text: str, payload: dict[str, Any]) -> str:
     return (
-        f'<entry id="{_attribute(key)}" score="{score:.4f}"><content>{_text(text)}</content>'
-        f"{_metadata(payload)}</entry>"
+        f'<entry id="{_attribute(key)}" score="{score:.4f}"><content>{_text(text, _ENTRY_TAGS)}</content>'
+        f"{_metadata(payload, _ENTRY_TAGS)}</entry>"
     )
 
 
-def _metadata(payload: dict[str, Any], *, ensure_ascii: bool = False) -> str:
-    """The payload as JSON (``ensure_ascii``: non-ASCII ``\\u``-escaped, as mcp-server-qdrant's ``json.dumps``), a tag's
-    ``<`` written ``\\u003c``: the same value to a JSON reader, and no tag."""
-    shown = _TAG.sub(r"\\u003c", json.dumps(payload, ensure_ascii=ensure_ascii)) if payload else ""
+def _metadata(payload: dict[str, Any], tags: re.Pattern[str], *, ensure_ascii: bool = False) -> str:
+    """The payload as JSON (``ensure_ascii``: non-ASCII ``\\u``-escaped, as mcp-server-qdrant's ``json.dumps``), the
+    ``<`` of one of ``tags`` written ``\\u003c``: the same value to a JSON reader, and no tag."""
+    shown = tags.sub(r"\\u003c", json.dumps(payload, ensure_ascii=ensure_ascii)) if payload else ""
     return f"<metadata>{shown}</metadata>"
 
 
-def _text(value: str) -> str:
-    """A stored text as stored, but for the ``<`` of a tag (``&lt;``): it can neither close its entry nor open one."""
-    return _TAG.sub("&lt;", value)
+def _text(value: str, tags: re.Pattern[str]) -> str:
+    """A stored text as stored, but for the ``<`` of one of ``tags`` (``&lt;``): it can neither close its part of the
+    answer nor open one."""
+    return tags.sub("&lt;", value)
 
 
 def _attribute(value: object) -> str:

@@ -24,8 +24,9 @@ DEFAULT_STORE_DESCRIPTION = "Keep the memory for later use, when you are asked t
 class McpSettings(Settings):
     """``Settings`` plus the server's own: ``COLLECTION_NAME``, ``QDRANT_LOCAL_PATH``, ``QDRANT_SEARCH_LIMIT``,
     ``QDRANT_READ_ONLY``, ``EMBEDDING_MODEL``, ``TOOL_FIND_DESCRIPTION``, ``TOOL_STORE_DESCRIPTION``,
-    ``FILTERABLE_FIELDS``, ``QDRANT_ALLOW_ARBITRARY_FILTER`` and ``FASTMCP_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` (as
-    mcp-server-qdrant reads them) and ``SBERT_QDRANT_*`` (each field's name in upper case)."""
+    ``FILTERABLE_FIELDS``, ``QDRANT_ALLOW_ARBITRARY_FILTER``, ``FASTMCP_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` and
+    ``FASTMCP_SERVER_HOST`` / ``_PORT`` / ``_LOG_LEVEL`` (as mcp-server-qdrant and the FastMCP it installs read them)
+    and ``SBERT_QDRANT_*`` (each field's name in upper case); ``EMBEDDING_PROVIDER`` is read to say it is not used."""
 
     #: No ``.env`` is read unless asked for (``McpSettings(_env_file=path)``, ``--env-file``), as mcp-server-qdrant
     #: reads none: an agent app starts the server in whatever folder, whose ``.env`` is some project's.
@@ -68,10 +69,26 @@ class McpSettings(Settings):
         validation_alias=AliasChoices("QDRANT_ALLOW_ARBITRARY_FILTER", "SBERT_QDRANT_ALLOW_ARBITRARY_FILTER"),
         description="offer the query_filter argument (None: unless FILTERABLE_FIELDS gives arguments)",
     )
-    host: str = Field(default="127.0.0.1", validation_alias=AliasChoices("FASTMCP_HOST", "SBERT_QDRANT_HOST"))
-    port: int = Field(default=8000, ge=1, le=65535, validation_alias=AliasChoices("FASTMCP_PORT", "SBERT_QDRANT_PORT"))
+    embedding_provider: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("EMBEDDING_PROVIDER", "SBERT_QDRANT_EMBEDDING_PROVIDER"),
+        description="mcp-server-qdrant's embedding provider: this server embeds with its own model (EMBEDDING_MODEL), "
+        "and says so at start where another than fastembed is named",
+    )
+    # FastMCP 2 (what mcp-server-qdrant 0.8 installs) reads FASTMCP_SERVER_*, the SDK's FastMCP FASTMCP_*: both work
+    host: str = Field(
+        default="127.0.0.1",
+        validation_alias=AliasChoices("FASTMCP_HOST", "FASTMCP_SERVER_HOST", "SBERT_QDRANT_HOST"),
+    )
+    port: int = Field(
+        default=8000,
+        ge=1,
+        le=65535,
+        validation_alias=AliasChoices("FASTMCP_PORT", "FASTMCP_SERVER_PORT", "SBERT_QDRANT_PORT"),
+    )
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"] = Field(
-        default="INFO", validation_alias=AliasChoices("FASTMCP_LOG_LEVEL", "SBERT_QDRANT_LOG_LEVEL")
+        default="INFO",
+        validation_alias=AliasChoices("FASTMCP_LOG_LEVEL", "FASTMCP_SERVER_LOG_LEVEL", "SBERT_QDRANT_LOG_LEVEL"),
     )
     mcp_token: SecretStr | None = Field(
         default=None,
@@ -154,6 +171,22 @@ class McpSettings(Settings):
         if repeated:
             raise ValueError(f"FILTERABLE_FIELDS names {repeated} more than once; keep one entry per field.")
         return self
+
+    @property
+    def not_used(self) -> list[str]:
+        """One line per setting given that this server does not use (and mcp-server-qdrant would), said at start."""
+        notes = []
+        if self.embedding_provider is not None and self.embedding_provider.lower() != "fastembed":
+            notes.append(
+                f"EMBEDDING_PROVIDER={self.embedding_provider!r} is not used: this server embeds with its own model "
+                f"({self.model or 'the default'}; EMBEDDING_MODEL names another), never with a provider's API."
+            )
+        if self.local_path and self.qdrant_api_key is not None:
+            notes.append(
+                f"QDRANT_API_KEY is not used: QDRANT_LOCAL_PATH={self.local_path!r} is a local folder, which takes no "
+                "key (mcp-server-qdrant refuses the two together); unset QDRANT_API_KEY, or use QDRANT_URL."
+            )
+        return notes
 
     @property
     def token_asked(self) -> bool:
