@@ -1,10 +1,11 @@
 """What a long write says (issue 56): one truncation warning per call, with the count, however many encode calls
 the write takes; a progress bar when asked for (``show_progress_bar=True``) or when logging is at INFO, as
-sentence-transformers' ``encode`` decides."""
+sentence-transformers' ``encode`` decides (on a terminal; elsewhere log lines: test_write_progress_log.py)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 
 import pytest
 from flavours import Engines
@@ -24,7 +25,10 @@ def test_one_truncation_warning_per_write_with_the_count(make: Engines, caplog: 
     assert warnings[0].startswith("1100 texts of this write") and "max_seq_length=32" in warnings[0]
 
 
-def test_a_progress_bar_when_asked_or_at_info(make: Engines, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_progress_bar_when_asked_or_at_info(
+    make: Engines, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: a bar (elsewhere log lines, issue 64)
     coll = make.open(testing.tiny_encoder())
     coll.upsert_texts(LONG[:40], show_progress_bar=True)
     assert "Upserting" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 from .._allocation import gc_paused
 from ..records import Key, UpsertResult, WriteLedger
 from ..store.base import PointVectors
+from .progress import LoggedProgress, progress_bar
 from .runtime_async import Writer, run_blocking
 
 B = TypeVar("B")
@@ -51,7 +52,7 @@ class Pipeline(Generic[B]):
         """Write every batch; ``UpsertResult.written`` counts records written once their write has landed."""
         batches = iter(batches)
         with (
-            tqdm(desc="Upserting", unit=self.unit, total=self.total, disable=not self.show_progress) as bar,
+            progress_bar("Upserting", self.unit, self.total, self.show_progress) as bar,
             gc_paused(),  # a write's ~10 objects per point form no cycles (_allocation.py)
         ):
             progress = _Progress(bar)  # shown from the start: the first batch may take a while to check and chunk
@@ -97,7 +98,7 @@ class _Progress:
     """The one bar of a write, in records: a batch's share moves as its texts are encoded, so that the bar moves
     from the first batch on (a batch of documents is thousands of chunks)."""
 
-    def __init__(self, bar: tqdm) -> None:
+    def __init__(self, bar: tqdm | LoggedProgress) -> None:
         self.bar, self.base, self.shown = bar, 0, 0
 
     def _show(self, position: int) -> None:
