@@ -41,6 +41,8 @@ def _write_vectors(path: str, texts: list[str], vectors: np.ndarray) -> None:
 
 
 def _encode(args: argparse.Namespace) -> int:
+    if args.batch_size is not None and args.batch_size < 1:
+        raise InvalidArgumentError(f"--batch-size={args.batch_size} must be a positive integer.")
     if args.output != "-" and not args.output.endswith((".npy", ".jsonl")):
         raise InvalidArgumentError(
             f"--output {args.output!r} must end in .npy or .jsonl (or be - for JSONL on stdout)."
@@ -68,7 +70,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     encode.add_argument("input", nargs="?", default="-", help="text file, one text per line (default: stdin)")
     encode.add_argument("-o", "--output", default="-", help="FILE.npy, FILE.jsonl or - for JSONL on stdout")
     add_load_options(encode)
-    encode.add_argument("--batch-size", type=int, default=32)
+    encode.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="texts per batch at most (default: 32 on a CPU, the token budget on a GPU)",
+    )
     encode.add_argument("--max-seq-length", type=int, default=None, help="token limit (default: the model's)")
     encode.add_argument(
         "--normalize",
