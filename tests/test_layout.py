@@ -208,3 +208,28 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles (move what both sides need into a module of its own):\n" + "\n".join(
         " <-> ".join(cycle) for cycle in cycles
     )
+
+
+def test_no_private_name_imported_from_another_module() -> None:
+    """A ``_name`` stays in its module: what two modules share is public in a module both import (a private
+    module, ``from . import _requests``, may be imported whole)."""
+    taken = []
+    for module, path in MODULES.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            if source != PACKAGE and not source.startswith(PACKAGE + "."):
+                continue
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and f"{source}.{alias.name}" not in MODULES:
+                    taken.append(f"{where(module, node.lineno)} imports {alias.name} from {source}")
+    assert not taken, "private names imported across modules (make them public where both can import):\n" + "\n".join(
+        taken
+    )

@@ -2,7 +2,7 @@
 before the first point (the paused threshold recorded in the collection, so that ``optimize`` restores it even after
 a crash), then one wait for every write and the index built once.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_bulk_sync.py``.
+Written once, for asyncio; ``tools/unasync.py`` derives ``bulk_sync.py``.
 """
 
 from __future__ import annotations

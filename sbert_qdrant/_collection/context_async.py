@@ -1,7 +1,7 @@
 """What every part of a collection works with: its checked settings, its engine, and what it learned of the stored
 collection (checked, or created on the first write, once).
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_context_sync.py``.
+Written once, for asyncio; ``tools/unasync.py`` derives ``context_sync.py``.
 """
 
 from __future__ import annotations

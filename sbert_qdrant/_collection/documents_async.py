@@ -1,7 +1,7 @@
 """Documents in a collection: long texts stored as chunks, found one hit per document; AsyncTextCollection holds an
 ``AsyncDocuments`` over its context and its document methods call it.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_documents_sync.py`` (what TextCollection holds).
+Written once, for asyncio; ``tools/unasync.py`` derives ``documents_sync.py`` (what TextCollection holds).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """AsyncTextCollection: texts in, Qdrant points out; text queries in, typed hits out (asyncio).
 
-Written once, here; ``tools/unasync.py`` derives the sync ``TextCollection`` (``_collection_sync.py``) from this file.
+Written once, here; ``tools/unasync.py`` derives the sync ``TextCollection`` (``facade_sync.py``) from this file.
 """
 
 from __future__ import annotations

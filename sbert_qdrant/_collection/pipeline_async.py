@@ -1,7 +1,7 @@
 """The one pipelined write of a collection, for texts, documents and precomputed vectors alike: batch k+1 is
 checked and encoded while batch k is written; what landed is counted, and a failure says which records are stored.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_pipeline_sync.py``.
+Written once, for asyncio; ``tools/unasync.py`` derives ``pipeline_sync.py``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Moving a collection to another model: every point copied into a new collection, re-encoded, and an alias that
 moves readers over atomically.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_reembed_sync.py``.
+Written once, for asyncio; ``tools/unasync.py`` derives ``reembed_sync.py``.
 """
 
 from __future__ import annotations

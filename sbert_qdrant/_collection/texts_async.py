@@ -1,7 +1,7 @@
 """Texts in a collection: one point each, written, read, searched and mined for duplicates; AsyncTextCollection
 holds an ``AsyncTexts`` over its context and its text methods call it (the arguments are documented there).
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``_texts_sync.py`` (what TextCollection holds).
+Written once, for asyncio; ``tools/unasync.py`` derives ``texts_sync.py`` (what TextCollection holds).
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ from torch import nn
 from ..errors import ModelLoadError
 from .folder import read_json
 
-Features = dict[str, torch.Tensor]
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 

@@ -17,7 +17,6 @@ from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
-from .base import Features
 from .cross_loading import (
     RERANK_EXACT_GRADE_LOSS,
     Activation,
@@ -36,21 +35,15 @@ from .cross_scoring import (
     first_token_only,
     scoring,
 )
-from .encoder import _checked_texts, warn_truncated
+from .features import Features
 from .feed import TokenFeed, row_lengths
 from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
 from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
 from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined, host_tensor
-from .runtime import (
-    check_precision,
-    length_sorted_batches,
-    place,
-    resolve_device,
-    resolve_precision,
-    run_batches,
-)
+from .runtime import checked_device, length_sorted_batches, resolve_device, run_batches, set_up
+from .texts import checked_texts, warn_truncated
 from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
@@ -100,8 +93,7 @@ class CrossEncoder(nn.Module):
                 f"a cross-encoder needs a *ForSequenceClassification model, not {type(transformer.model).__name__}; "
                 "start one with CrossEncoder.from_transformer(...)."
             )
-        target = resolve_device(device)
-        check_precision(precision, target)
+        target = checked_device(device, precision)
         self.transformer = transformer
         self.activation = checked_activation(activation or default_activation(self.num_labels))
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
@@ -109,23 +101,27 @@ class CrossEncoder(nn.Module):
         pairs = checked_calibration(
             calibration_pairs, precision, "calibration_pairs", checked_pairs, "pairs like those you will score"
         )
-        # "auto" picks static int8 only with ranges certified for these weights on this CPU's ISA (certify_int8)
-        exact = int8_ranges is not None and int8_ranges.exact_grade(int8_isa(), RERANK_EXACT_GRADE_LOSS)
-        chosen = resolve_precision(precision, target, exact_int8=exact)
-        self._int8 = None
         #: Certified int8 ranges and the weights digest they belong to: written by ``save`` while they still match.
         self._certified: tuple[str, ActivationRanges] | None = None
         if int8_ranges is not None:
             self._certified = (weights_digest(transformer), int8_ranges)
-        if chosen == "int8":  # a CPU-only precision: calibration runs where the weights were loaded
-            self.device = torch.device("cpu")
-            digest = weights_digest(transformer)
-            self._int8 = Int8Plan(
-                transformer.model, digest, pairs, self._calibration_batches, self.forward, int8_ranges
-            )
-        self.device = target
-        place(self, transformer.model, target, chosen, self._int8)
-        self.precision = cast(Precision, chosen)
+        self.device = target  # int8 runs on a CPU only: calibration runs where the weights were loaded
+        self.precision, self._int8 = set_up(
+            self,
+            transformer.model,
+            target,
+            precision,
+            # static int8 only with ranges certified for these weights on this CPU's ISA (certify_int8)
+            lambda: int8_ranges is not None and int8_ranges.exact_grade(int8_isa(), RERANK_EXACT_GRADE_LOSS),
+            lambda: Int8Plan(
+                transformer.model,
+                weights_digest(transformer),
+                pairs,
+                self._calibration_batches,
+                self.forward,
+                int8_ranges,
+            ),
+        )
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Pairs cut at ``max_seq_length`` over this cross-encoder's lifetime (each ``predict`` also warns).
@@ -167,7 +163,7 @@ class CrossEncoder(nn.Module):
                 "CrossEncoder.load needs a folder or hub id; no cross-encoder ships with sbert-qdrant. Train one "
                 "from the default model: CrossEncoder.from_transformer() and the cross-encoder objectives."
             )
-        check_precision(precision, resolve_device(device))
+        checked_device(device, precision)
         checked_calibration(
             calibration_pairs, precision, "calibration_pairs", checked_pairs, "pairs like those you will score"
         )
@@ -395,7 +391,7 @@ class CrossEncoder(nn.Module):
         return self.collate_host([row.ids for row in batch], types, pin)
 
     def _warn_truncated(self, cut: int, count: int) -> None:
-        warn_truncated(self, cut, count, "pairs", "cross-encoder")
+        warn_truncated(self, cut, count, "pairs", "cross-encoder", logger)
 
     def rank(
         self,
@@ -412,7 +408,7 @@ class CrossEncoder(nn.Module):
         """
         if not isinstance(query, str):
             raise InvalidInputError(f"query is {type(query).__name__} ({query!r:.60}), not str.")
-        items = _checked_texts(texts)
+        items = checked_texts(texts)
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
             raise InvalidArgumentError(f"top_k={top_k!r} must be a positive integer or None (all texts).")
         if self.num_labels != 1:

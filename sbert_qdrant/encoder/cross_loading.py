@@ -21,8 +21,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from ..errors import ModelLoadError
 from ..types import Activation
-from .folder import SBERT_CONFIG_FILE, read_json
-from .loading import MODEL_CONFIG_FILE, MODULES_FILE, read_model_config
+from .folder import MODEL_CONFIG_FILE, MODULES_FILE, SBERT_CONFIG_FILE, read_json, read_model_config
 from .transformer import Transformer, quiet_transformers, require_safetensors
 
 logger = logging.getLogger(__name__)

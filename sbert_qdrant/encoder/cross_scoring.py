@@ -6,13 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, InvalidInputError
-from .cross_loading import ACTIVATION_PATHS, Activation
+from ..types import Activation
 from .runtime import cpu_streams
 
 ACTIVATION_FUNCTIONS = {
@@ -88,8 +88,8 @@ def _first_token_rows(module: nn.Module, args: tuple[Any, ...]) -> tuple[Any, ..
 
 
 def checked_activation(activation: object) -> Activation:
-    if activation not in ACTIVATION_PATHS:
-        raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(ACTIVATION_PATHS)}.")
+    if activation not in get_args(Activation):
+        raise InvalidArgumentError(f"activation={activation!r} is not one of {sorted(get_args(Activation))}.")
     return activation  # type: ignore[return-value]  # checked just above
 
 

@@ -17,27 +17,22 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from ..errors import InvalidArgumentError, InvalidInputError
-from ..protocols import truncated_tally
+from ..errors import InvalidArgumentError
 from ..types import Precision
-from .base import EncoderModule, Features
+from .base import EncoderModule
+from .features import Features
 from .feed import TokenFeed
+from .folder import read_model_config, write_model_config
 from .identity import check_truncate_dim, encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
-from .loading import (
-    DEFAULT_MODEL,
-    load_modules,
-    read_model_config,
-    resolve_model_folder,
-    save_modules,
-    write_model_config,
-)
+from .loading import DEFAULT_MODEL, load_modules, resolve_model_folder, save_modules
 from .packed import pack, packed_or_padded, packs
 from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined
 from .pooling import AttentionPooling, Pooling
-from .runtime import check_precision, length_sorted_batches, place, resolve_device, resolve_precision, run_batches
+from .runtime import checked_device, length_sorted_batches, run_batches, set_up
 from .similarity import similarity, similarity_pairwise
+from .texts import checked_texts, warn_truncated
 from .transformer import TokenLimit, Transformer
 
 logger = logging.getLogger(__name__)
@@ -45,27 +40,6 @@ logger = logging.getLogger(__name__)
 #: Prompt names ``encode_document`` looks for, in sentence-transformers' order.
 _DOCUMENT_PROMPT_NAMES = ("document", "passage", "corpus")
 _Encode = TypeVar("_Encode", bound=Callable[..., Any])
-
-
-def warn_truncated(owner: Any, cut: int, count: int, inputs: str, what: str) -> None:
-    """Count ``cut`` of ``count`` inputs cut at ``owner.max_seq_length`` and warn, unless one request encodes in
-    several calls (a collection's write sets ``truncated_tally``): then its caller warns once."""
-    if not cut:
-        return
-    owner.truncated_count += cut
-    tally = truncated_tally.get()
-    if tally is not None:
-        tally[0] += cut
-        return
-    logger.warning(
-        "%d of %d %s were longer than max_seq_length=%d tokens and were truncated (%d so far on this %s).",
-        cut,
-        count,
-        inputs,
-        owner.max_seq_length,
-        owner.truncated_count,
-        what,
-    )
 
 
 def _with_prompt(encode: _Encode, name: str, prompt_of: Callable[[Any], str | None], doc: str) -> _Encode:
@@ -89,10 +63,11 @@ def _with_prompt(encode: _Encode, name: str, prompt_of: Callable[[Any], str | No
 class SentenceEncoder(nn.Module):
     """A Sentence-BERT encoder: one vector per text, comparable by cosine.
 
-    precision: "auto" (``load``'s default) runs the fastest exact-grade precision of the device (on a CPU: static
-    int8 where the model's shipped int8 calibration was measured exact-grade on this CPU class, as the default
-    model's is; else bf16 with native bf16, else fp32; fp16 on CUDA); "fp32", "bf16", "fp16" (CUDA/MPS), "int8" (CPU)
-    as named. Modules you assemble yourself start in fp32, ready to train.
+    precision: "auto" (``load``'s default) runs the fastest exact-grade precision of the device: fp16 on a CUDA GPU
+    with tensor cores; on a CPU, bf16 where it has native bf16, else fp32, and static int8 only where the model's
+    shipped int8 calibration passed the exact-grade rule on this CPU's int8 instructions (the default model's does
+    not: docs/int8.md); "fp32", "bf16", "fp16" (CUDA/MPS), "int8" (CPU) as named. Modules you assemble yourself
+    start in fp32, ready to train.
     prompts: prompt name -> text put in front of every text encoded with that name (e.g. ``{"query": "query: "}``).
     default_prompt_name: the prompt ``encode`` applies when given neither ``prompt`` nor ``prompt_name``.
     calibration_texts: with precision "int8", a few hundred of your own texts (the first 512 are used) to calibrate
@@ -122,26 +97,24 @@ class SentenceEncoder(nn.Module):
         self.default_prompt_name = default_prompt_name
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
-        target = resolve_device(device)
-        check_precision(precision, target)
+        target = checked_device(device, precision)
         self.pipeline = nn.ModuleList(modules)
         self.transformer.output_hidden_states = any(getattr(m, "needs_all_layers", False) for m in modules)
         #: The model's short name (``load`` sets it), the first half of ``identity``.
         self.model_name = "custom"
         self._weights = weights_digest(self.pipeline)  # as fp32, before a cast or quantization
         texts = checked_calibration(
-            calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
+            calibration_texts, precision, "calibration_texts", checked_texts, "texts like those you will encode"
         )
-        exact_int8 = precision == "auto" and exact_grade_int8(self._weights)  # read only where auto decides
-        chosen = resolve_precision(precision, target, exact_int8=exact_int8)
-        self._int8 = None
-        if chosen == "int8":
-            self._int8 = Int8Plan(
-                self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer
-            )
         self.device = target
-        place(self, self.transformer.model, target, chosen, self._int8)
-        self.precision = cast(Precision, chosen)
+        self.precision, self._int8 = set_up(
+            self,
+            self.transformer.model,
+            target,
+            precision,
+            lambda: exact_grade_int8(self._weights),
+            lambda: Int8Plan(self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer),
+        )
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
         #: Texts cut at ``max_seq_length`` over this encoder's lifetime (each ``encode`` also warns).
@@ -166,10 +139,10 @@ class SentenceEncoder(nn.Module):
         truncate_dim: int | None = None,
     ) -> SentenceEncoder:
         """Load a folder, a hub id (``sentence-transformers/all-MiniLM-L6-v2``) or, with None, the default model."""
-        check_precision(precision, resolve_device(device))
+        checked_device(device, precision)
         check_truncate_dim(truncate_dim)
         checked_calibration(
-            calibration_texts, precision, "calibration_texts", _checked_texts, "texts like those you will encode"
+            calibration_texts, precision, "calibration_texts", checked_texts, "texts like those you will encode"
         )
         folder = resolve_model_folder(model)
         modules = load_modules(folder, trust_remote_code=trust_remote_code)
@@ -251,7 +224,7 @@ class SentenceEncoder(nn.Module):
 
     def tokenize(self, texts: Sequence[str]) -> Features:
         """Collate texts into model inputs on this encoder's device (for training)."""
-        ids, _ = self.transformer.tokenize(_checked_texts(texts))
+        ids, _ = self.transformer.tokenize(checked_texts(texts))
         return self.transformer.collate(ids, self.device)
 
     def encode(
@@ -283,7 +256,7 @@ class SentenceEncoder(nn.Module):
         """
         normalize, convert_to = _sentence_transformers_names(normalize, convert_to, st_names)
         single = isinstance(texts, str)
-        items = _checked_texts([texts] if single else texts)
+        items = checked_texts([texts] if single else texts)
         cap = batch_cap(batch_size, self.device)
         if convert_to not in ("numpy", "torch"):
             raise InvalidArgumentError(f"convert_to={convert_to!r} must be 'numpy' or 'torch'.")
@@ -431,7 +404,7 @@ class SentenceEncoder(nn.Module):
         self.unpadded = False
 
     def _warn_truncated(self, cut: int, count: int) -> None:
-        warn_truncated(self, cut, count, "texts", "encoder")
+        warn_truncated(self, cut, count, "texts", "encoder", logger)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sentence-transformers folder format (safetensors), loadable by both libraries."""
@@ -456,19 +429,6 @@ class SentenceEncoder(nn.Module):
             f"device={self.device}, precision={self.precision!r}{' (auto)' if self.auto_precision else ''}"
             f"{f' ({self.int8_mode})' if self.int8_mode else ''})"
         )
-
-
-def _checked_texts(texts: object) -> list[str]:
-    """A list of str, or an error naming the first bad item and its index."""
-    if texts is None or isinstance(texts, (bytes, dict)) or not isinstance(texts, Sequence):
-        raise InvalidInputError(f"texts must be a str or a sequence of str, not {type(texts).__name__}.")
-    items = list(texts)
-    for i, text in enumerate(items):
-        if not isinstance(text, str):
-            raise InvalidInputError(
-                f"texts[{i}] is {type(text).__name__} ({text!r:.60}), not str; pass text, e.g. str(value)."
-            )
-    return items
 
 
 def _checked_prompts(prompts: object, default_prompt_name: object) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from .base import Features
+from .features import Features
 from .pipeline import Chunk, chunk_spans
 
 I = TypeVar("I")  # noqa: E741  # an input: a text, a pair

@@ -11,6 +11,8 @@ from typing import Any
 from ..errors import ModelLoadError
 
 SBERT_CONFIG_FILE = "sentence_bert_config.json"
+MODULES_FILE = "modules.json"
+MODEL_CONFIG_FILE = "config_sentence_transformers.json"
 #: Tokenizers without a length limit report a huge ``model_max_length`` (transformers uses 1e30).
 NO_TOKENIZER_LIMIT = 10**9
 
@@ -45,6 +47,34 @@ def read_json(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelLoadError(f"{path} must hold a JSON object, not {type(data).__name__}.")
     return data
+
+
+def read_model_config(folder: Path) -> dict[str, Any]:
+    """The folder's model-level settings with ``prompts`` checked (a dict of str); empty when the file is absent."""
+    path = folder / MODEL_CONFIG_FILE
+    if not path.is_file():
+        return {}
+    config = read_json(path)
+    prompts = config.get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(
+        isinstance(name, str) and isinstance(text, (str, type(None))) for name, text in prompts.items()
+    ):
+        raise ModelLoadError(f"{path}: 'prompts' must map prompt names to strings, not {prompts!r}; fix the file.")
+    # sentence-transformers reads a null prompt as the empty prompt
+    config["prompts"] = {name: text or "" for name, text in prompts.items()}
+    default = config.get("default_prompt_name")
+    if default is not None and default not in config["prompts"]:
+        raise ModelLoadError(
+            f"{path}: default_prompt_name={default!r} is not one of its prompts {sorted(config['prompts'])}; "
+            "add that prompt or set default_prompt_name to null."
+        )
+    return config
+
+
+def write_model_config(folder: Path, config: dict[str, Any]) -> None:
+    """Write ``config_sentence_transformers.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MODEL_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
 
 
 def pooling_settings(config: dict[str, Any]) -> tuple[int, list[str], bool]:

@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError, ModelLoadError
-from .base import EncoderModule, Features
+from .base import EncoderModule
+from .features import Features
 
 #: Activations a saved Dense may name; anything else is refused rather than imported.
 _ACTIVATIONS: dict[str, type[nn.Module]] = {

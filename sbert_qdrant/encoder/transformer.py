@@ -18,7 +18,8 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.utils import logging as transformers_logging
 
 from ..errors import InvalidArgumentError, ModelLoadError
-from .base import EncoderModule, Features
+from .base import EncoderModule
+from .features import Features
 from .folder import SBERT_CONFIG_FILE, token_limit, transformer_settings
 from .packed import packed_tokens, reference_attention, varlen_attention
 from .pipeline import host_tensor

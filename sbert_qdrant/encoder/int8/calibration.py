@@ -24,7 +24,7 @@ from torch import nn
 from ...errors import InvalidArgumentError
 from ...settings import Settings
 from .. import cpu
-from ..base import Features
+from ..features import Features
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from torch import nn
 
-from ..base import Features
+from ..features import Features
 from .calibration import (
     CALIBRATION_TEXTS,
     FEW_CALIBRATION_TEXTS,

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from ...encoder import CrossEncoder, MultiVectorEncoder, SentenceEncoder
-from ...encoder.base import Features
+from ...encoder.features import Features
 from ...errors import InvalidInputError
 from ...types import LabelKind
 from ..data import Example

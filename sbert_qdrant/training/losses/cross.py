@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from ...encoder import CrossEncoder
-from ...encoder.base import Features
+from ...encoder.features import Features
 from ...errors import InvalidArgumentError
 from ...types import LabelKind
 from ..data import Example

@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from ...encoder.base import Features
+from ...encoder.features import Features
 from ...encoder.multivector import MultiVectorEncoder
 from ...errors import InvalidArgumentError
 from ...types import LabelKind

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ...encoder.base import Features
+from ...encoder.features import Features
 from ...errors import InvalidArgumentError
 from ..data import Example
 from .base import Batch, Columns, SentenceObjective
