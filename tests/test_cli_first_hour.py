@@ -57,7 +57,10 @@ def _engine(tmp_path: Path) -> list[str]:
     return ["--location", str(tmp_path / "qdrant"), "--collection", "faq", "--device", "cpu"]
 
 
-def test_search_prints_ids_and_labels_its_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_search_prints_ids_and_labels_its_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal: a bar (elsewhere log lines)
     index = ["index", str(_file(tmp_path)), "--text-field", "question", "--id-field", "qid", *_engine(tmp_path)]
     assert main(index) == 0
     err = capsys.readouterr().err
