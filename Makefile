@@ -45,7 +45,7 @@ bench-encode: install
 	$(BIN)/python benchmarks/encode.py --data ../shared/data
 
 bench-collections: install
-	$(BIN)/python benchmarks/collections.py --data ../shared/data
+	$(BIN)/python benchmarks/collection_speed.py --data ../shared/data
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -8,7 +8,7 @@
 4. Quora duplicate retrieval: held-out duplicate pairs, all their questions indexed; MRR@10 of the partner through
    ``search_text`` vs exact numpy cosine over the same vectors.
 
-    python benchmarks/collections.py --data ../shared/data [--ingest 20000] [--points 100000]
+    python benchmarks/collection_speed.py --data ../shared/data [--ingest 20000] [--points 100000]
 """
 
 from __future__ import annotations
