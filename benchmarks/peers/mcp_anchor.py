@@ -4,7 +4,8 @@ cannot download its model here, so its embedding provider is FastEmbed's TextEmb
 ONNX export, loaded from a folder (``benchmarks/peers/setup.sh`` writes ``<model>/fastembed``), under the vector
 name the anchor gives that model (``fast-all-minilm-l6-v2``).
 
-    <anchor venv>/bin/python benchmarks/peers/mcp_anchor.py <model folder>/fastembed   (env: as the anchor reads it)
+    <anchor venv>/bin/python benchmarks/peers/mcp_anchor.py <model folder>/fastembed [--http]   (env: as the anchor
+    reads it; --http: streamable HTTP on FASTMCP_SERVER_PORT instead of stdio)
 """
 
 from __future__ import annotations
@@ -53,4 +54,4 @@ class LocalFastEmbed(EmbeddingProvider):
 if __name__ == "__main__":
     QdrantMCPServer(
         tool_settings=ToolSettings(), qdrant_settings=QdrantSettings(), embedding_provider=LocalFastEmbed(sys.argv[1])
-    ).run(transport="stdio")
+    ).run(transport="streamable-http" if "--http" in sys.argv[2:] else "stdio")
