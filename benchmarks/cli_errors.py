@@ -54,6 +54,7 @@ def cases(folder: Path) -> list[tuple[str, list[str], str]]:
         ("index --documents --context-field titel", [*index, "--documents", "--context-field", "titel"], "titel"),
         ("index --batch-size 0", [*index, "--batch-size", "0"], "--batch-size"),
         ("index --documents --chunk-tokens 0", [*index, "--documents", "--chunk-tokens", "0"], "--chunk-tokens"),
+        ("index --documents --chunk-tokens 1000", [*index, "--documents", "--chunk-tokens", "1000"], "--chunk-tok"),
         ("index --documents --overlap-tokens -1", [*index, "--documents", "--overlap-tokens", "-1"], "--overlap"),
         ("index --first-stage-dim 0", [*index, "--first-stage-dim", "0"], "--first-stage-dim"),
         ("index missing file", ["index", str(folder / "none.jsonl"), *engine], "none.jsonl"),

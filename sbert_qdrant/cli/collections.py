@@ -45,7 +45,7 @@ _DOCUMENT_FLAGS |= {"context_field": "--context-field"}
 
 def _check_index_flags(args: argparse.Namespace) -> None:
     """The index flags' values, checked before anything is read, imported or loaded."""
-    _at_least(args, {"batch_size": ("--batch-size", 1), "chunk_tokens": ("--chunk-tokens", 1)})
+    _at_least(args, {"batch_size": ("--batch-size", 1), "chunk_tokens": ("--chunk-tokens", 8)})
     _at_least(args, {"overlap_tokens": ("--overlap-tokens", 0), "first_stage_dim": ("--first-stage-dim", 1)})
     _at_least(args, {"actors": ("--actors", 1), "gpus_per_actor": ("--gpus-per-actor", 0)})
     if args.cpus_per_actor <= 0:
@@ -62,12 +62,31 @@ def _check_index_flags(args: argparse.Namespace) -> None:
             )
 
 
+def _check_chunk_tokens(args: argparse.Namespace) -> None:
+    """``--chunk-tokens`` within the model's ``max_seq_length``, read from its folder before it loads (the exact
+    limit, less its special tokens and document prompt, is checked once it has)."""
+    if args.chunk_tokens is None:
+        return
+    from ..encoder.loading import resolve_model_folder, saved_token_limit  # no torch
+    from ..settings import Settings
+
+    model = args.model or Settings().model
+    limit = saved_token_limit(resolve_model_folder(model))
+    if args.chunk_tokens > limit:
+        raise InvalidArgumentError(
+            f"--chunk-tokens={args.chunk_tokens} is over the max_seq_length of {model or 'the default model'} "
+            f"({limit}): a chunk must fit what the encoder reads whole, its special tokens included; give less, or "
+            "leave it out for the model's limit."
+        )
+
+
 def _index(args: argparse.Namespace) -> int:
     label = ", ".join(args.file)
     fields = args.payload_fields.split(",") if args.payload_fields is not None else None
     kind: Literal["documents", "texts"] = "documents" if args.documents else "texts"
     _check_index_flags(args)
     check_engine(args, reads=False)
+    _check_chunk_tokens(args)
     done = _ray_all_stored(args) if args.ray is not None else None
     if done is not None:  # nothing to encode: no Ray started, no model loaded
         _summary(label, *done, kind)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ModelLoadError, ModelNotFoundError
 from ..types import DEFAULT_MODEL
-from .folder import MODULES_FILE
+from .folder import MODULES_FILE, read_json, token_limit, transformer_settings
 
 if TYPE_CHECKING:
     from .base import EncoderModule
@@ -117,6 +117,18 @@ def module_entries(folder: Path) -> list[tuple[str, Path]]:
     if listed[0][0] != "Transformer":
         raise ModelLoadError(f"{folder / MODULES_FILE} must list a Transformer module first.")
     return listed
+
+
+def saved_token_limit(folder: Path) -> int:
+    """The Transformer's ``max_seq_length`` as the folder's files give it, read without torch or transformers."""
+    entries = module_entries(folder)
+    root = entries[0][1] if entries else folder
+
+    def setting(file: str, key: str) -> float | None:
+        return read_json(root / file).get(key) if (root / file).is_file() else None
+
+    positions = setting("config.json", "max_position_embeddings")
+    return token_limit(transformer_settings(root), setting("tokenizer_config.json", "model_max_length"), positions)
 
 
 def _module_class(kind: str) -> type[EncoderModule]:
