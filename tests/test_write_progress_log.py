@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import io
 import logging
+import subprocess
+import sys
 
 import pytest
 from tqdm.auto import tqdm
 
 from sbert_qdrant._collection.progress import LoggedProgress, progress_bar
+from sbert_qdrant._collection.vectors import slices
 
 
 class Clock:
@@ -61,3 +64,29 @@ def test_a_bar_on_a_terminal_lines_elsewhere_nothing_unless_asked(monkeypatch: p
     shown = progress_bar("Upserting", "text", 3, show=True)
     assert isinstance(shown, tqdm) and not shown.disable
     shown.close()
+
+
+def test_asked_for_with_no_logging_set_up_the_lines_go_to_stderr() -> None:
+    """``show_progress_bar=True`` in a script that set up no logging (INFO would be dropped): stderr, line by line."""
+    script = (
+        "from sbert_qdrant._collection.progress import LoggedProgress\n"
+        "with LoggedProgress('Upserting', 'document', 10, every=0.0) as bar:\n"
+        "    bar.update(4)\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True)
+    assert ran.stderr.splitlines()[0].startswith("Upserting: 4/10 documents (40%), "), ran.stderr
+    assert ran.stderr.splitlines()[-1].startswith("Upserting: 4/10 documents (40%), ") and "done in" in ran.stderr
+
+
+def test_a_write_is_encoded_in_slices_of_bounded_count_and_characters() -> None:
+    """Long texts make smaller slices, so that a batch of abstracts moves the progress as often as short texts."""
+    texts = ["short"] * 5 + ["x" * 40] * 3 + ["y" * 100, "z"]
+    parts = list(slices(texts, most=4, chars=80))
+    assert [texts[p] for p in parts] == [
+        ["short"] * 4,
+        ["short", "x" * 40],
+        ["x" * 40] * 2,
+        ["y" * 100],  # one text over the budget is a slice of its own
+        ["z"],
+    ]
+    assert list(slices([], most=4, chars=80)) == []

@@ -19,7 +19,7 @@ LOG_EVERY_S = 5.0
 
 def progress_bar(desc: str, unit: str, total: int | None, show: bool) -> tqdm | LoggedProgress:
     """What shows a write's progress: nothing unless ``show``; a tqdm bar where stderr is a terminal (or a notebook's
-    widget); else ``LoggedProgress``, lines logged at INFO."""
+    widget); else ``LoggedProgress``, lines logged at INFO (or written to stderr where logging shows no INFO)."""
     terminal = getattr(sys.stderr, "isatty", lambda: False)()
     if not show or terminal or "ipykernel" in sys.modules:
         return tqdm(desc=desc, unit=unit, total=total, disable=not show)
@@ -69,4 +69,7 @@ class LoggedProgress:
             line += f", done in {elapsed:.0f} s"
         elif self.total and rate > 0:
             line += f", about {(self.total - self.n) / rate:.0f} s left"
-        logger.info(line)
+        if logger.isEnabledFor(logging.INFO) and logger.hasHandlers():
+            logger.info(line)
+        else:  # asked for (show_progress_bar=True) with no logging set up to show it: stderr, as a bar would be
+            print(line, file=sys.stderr, flush=True)
