@@ -3,8 +3,9 @@ vector, the CLI, the MCP server and the LangChain / LlamaIndex adapters.
 
 The public search methods take the options as keyword arguments (``search_text(q, limit=5, mode="hybrid")``),
 typed by ``SearchOptions`` and shown by ``help()`` through the signature ``takes_search_options`` writes from the
-fields below. An option is added here once (a field, its check, its line in ``SearchOptions``) plus the code that
-acts on it.
+fields below, or one request whole (``search_text(q, request=SearchRequest(limit=5, mode="hybrid"))``: what the
+CLI, the MCP server and the adapters pass). An option is added here once (a field, its check, its line in
+``SearchOptions``) plus the code that acts on it.
 """
 
 from __future__ import annotations
@@ -189,6 +190,22 @@ class SearchRequest:
             value = getattr(self, name)
             if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def requested(request: SearchRequest | None, limit: int, options: Mapping[str, Any]) -> SearchRequest:
+    """The request a search method was given: ``request=`` as it is, or one built from ``limit`` and the keyword
+    options (not both: a request travels whole)."""
+    if request is None:
+        return SearchRequest.of({**options, "limit": limit})
+    if not isinstance(request, SearchRequest):
+        raise InvalidArgumentError(f"request= must be a SearchRequest, not {type(request).__name__}.")
+    given = sorted(options) + (["limit"] if limit not in (_default("limit"), request.limit) else [])
+    if given:
+        raise InvalidArgumentError(
+            f"{given[0]}= and request= both give search options; put it in the request "
+            f"(dataclasses.replace(request, {given[0]}=...)) or pass keyword options alone."
+        )
+    return request
 
 
 def did_you_mean(name: str, known: Collection[str]) -> str:

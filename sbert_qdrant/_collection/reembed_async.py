@@ -13,7 +13,7 @@ from ..documents import encoded_text
 from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
-from ..store.base import StoredRecord
+from ..store.base import Scan, StoredRecord
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
@@ -66,7 +66,7 @@ async def reembed_into(
     )
     batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
-    async for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
+    async for page in source.store.scroll(source.name, Scan(config.vector_name)):
         records.extend(page)
     return await write(
         target,

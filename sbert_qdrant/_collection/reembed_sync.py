@@ -15,7 +15,7 @@ from ..documents import encoded_text
 from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
-from ..store.base import StoredRecord
+from ..store.base import Scan, StoredRecord
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -68,7 +68,7 @@ def reembed_into(
     )
     batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
-    for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
+    for page in source.store.scroll(source.name, Scan(config.vector_name)):
         records.extend(page)
     return write(
         target,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the rest is imported when a command runs: --help loads no t
 
     from ..collection import TextCollection
     from ..records import UpsertResult
+    from ..search_request import SearchRequest
 
 
 def _at_least(args: argparse.Namespace, bounds: dict[str, tuple[str, float]]) -> None:
@@ -207,8 +208,8 @@ _SEARCH_FLAGS = {
 }
 
 
-def _search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The search flags as one checked SearchRequest's options: every flag checked first, with nothing heavy
+def _search_request(args: argparse.Namespace) -> SearchRequest:
+    """The search flags as one checked SearchRequest: every flag checked first, with nothing heavy
     imported (no qdrant-client, torch or model: a wrong value is refused at once), then the engine and the
     collection (``check_engine``), the re-ranker's folder and the search model's; then the filter and search
     parameters are built, and the re-ranker is loaded and joined."""
@@ -236,12 +237,12 @@ def _search_options(args: argparse.Namespace) -> dict[str, Any]:
     check_model_flag(args.rerank, "--rerank")
     flags |= {"query_filter": where_filter(args.where), "search_params": _search_params(args)}
     if args.rerank is None:
-        return SearchRequest.of({**flags, **rerank}, names=_SEARCH_FLAGS).options()
+        return SearchRequest.of({**flags, **rerank}, names=_SEARCH_FLAGS)
     from ..encoder import CrossEncoder
 
     spec = encoder_spec(args)
     cross = CrossEncoder.load(args.rerank, device=spec.device, precision=spec.precision)
-    return SearchRequest.of({**flags, **rerank, "rerank": cross}, names=_SEARCH_FLAGS).options()
+    return SearchRequest.of({**flags, **rerank, "rerank": cross}, names=_SEARCH_FLAGS)
 
 
 def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
@@ -264,9 +265,9 @@ def _score_label(args: argparse.Namespace) -> str:
     return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion or 'dbsf'} fused")
 
 
-def _search_documents(args: argparse.Namespace, options: dict[str, Any]) -> int:
+def _search_documents(args: argparse.Namespace, request: SearchRequest) -> int:
     with reading(args) as coll:
-        found = [coll.search_documents(query, **options) for query in args.query]
+        found = [coll.search_documents(query, request=request) for query in args.query]
     for query, hits in zip(args.query, found, strict=True):
         if args.json:
             for hit in hits:
@@ -285,11 +286,11 @@ def _search_documents(args: argparse.Namespace, options: dict[str, Any]) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    options = _search_options(args)
+    request = _search_request(args)
     if args.documents:
-        return _search_documents(args, options)
+        return _search_documents(args, request)
     with reading(args) as coll:
-        hits = coll.search_texts(args.query, **options)
+        hits = coll.search_texts(args.query, request=request)
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
             for hit in found:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +157,48 @@ class Rescored:
 
 #: One search, as a tree the engine runs: nearest, fused sources, diversified or re-scored candidates.
 SearchQuery = Nearest | Fused | Diversified | Rescored
+
+
+@dataclass(frozen=True)
+class StoreQuery:
+    """One batch of engine searches: each search's best ``limit`` points, one list per search (the filter applies
+    at every stage of each)."""
+
+    searches: Sequence[SearchQuery]
+    limit: int
+    query_filter: models.Filter | None = None
+    score_threshold: float | None = None
+    with_payload: PayloadSelector = True
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """A search's hits grouped by the payload value at ``by`` (best point first), ``size`` best points a group."""
+
+    by: str
+    size: int
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """A batch of points to write: ids, their vectors by slot and payloads; ``wait`` until the engine applied it."""
+
+    ids: Sequence[str]
+    vectors: PointVectors
+    payloads: Sequence[Payload]
+    wait: bool = True
+
+
+@dataclass(frozen=True)
+class Scan:
+    """A read of every point (those matching ``query_filter``), ``batch_size`` a page, from the point id
+    ``offset`` on (None: the first); the vectors of slot ``vector_name`` with each when ``with_vectors``."""
+
+    vector_name: str
+    with_vectors: bool = False
+    batch_size: int = 1024
+    query_filter: models.Filter | None = None
+    offset: str | None = None
 
 
 @dataclass(frozen=True)
