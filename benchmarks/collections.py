@@ -35,7 +35,8 @@ from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.records import text_id
 from sbert_qdrant.store import ClientStore, CollectionSpec, EdgeStore, VectorSpec
-from sbert_qdrant.store.base import PointVectors, StoreWrite
+from sbert_qdrant.store.base import PointVectors
+from sbert_qdrant.store.calls import StoreWrite
 
 
 def _rate(count: int, seconds: float) -> str:

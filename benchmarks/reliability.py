@@ -29,7 +29,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from sbert_qdrant import RetryPolicy, SbertQdrantError, SentenceEncoder, TextCollection
 from sbert_qdrant.store import ClientStore, EdgeStore
-from sbert_qdrant.store.base import Scan
+from sbert_qdrant.store.calls import Scan
 from sbert_qdrant.testing import FaultInjectingClient, tiny_encoder
 
 ROOT = Path(__file__).parent.parent

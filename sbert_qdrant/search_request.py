@@ -85,14 +85,24 @@ class SearchOptions(TypedDict, total=False):
 class SearchRequest:
     """One search's options, each checked once when the value is made (an error names the argument as the caller
     spelled it); every search path reads this value. Options a path cannot apply are refused by that path, with
-    the reason, never ignored."""
+    the reason, never ignored.
 
-    limit: int = field(default=10, metadata={"doc": "hits returned (documents: one hit each)"})
+    Each field's metadata carries its ``doc`` (signatures, help and docs/search.md's table are written from it)
+    and, for an option the command line offers as it is, ``cli``: its argparse keywords (``flag``: its spelling
+    when not ``--field-name``); ``sbert-qdrant search`` adds a flag for each."""
+
+    limit: int = field(
+        default=10, metadata={"doc": "hits returned (documents: one hit each)", "cli": {"type": int, "default": 5}}
+    )
     query_filter: models.Filter | Mapping[str, Any] | None = field(
         default=None, metadata={"doc": "a `qdrant_client.models.Filter` (or its dict form) on payload fields and ids"}
     )
     score_threshold: float | None = field(
-        default=None, metadata={"doc": "minimum score, in the mode's own scale (dense: cosine)"}
+        default=None,
+        metadata={
+            "doc": "minimum score, in the mode's own scale (dense: cosine)",
+            "cli": {"flag": "--threshold", "type": float},
+        },
     )
     with_payload: bool = field(
         default=True, metadata={"doc": "return each hit's payload (texts; documents always carry theirs)"}
@@ -100,25 +110,42 @@ class SearchRequest:
     with_vectors: bool = field(
         default=False, metadata={"doc": "return each hit's stored dense vector in `Hit.vector` (texts)"}
     )
-    offset: int = field(default=0, metadata={"doc": "best hits skipped first (pagination)"})
+    offset: int = field(default=0, metadata={"doc": "best hits skipped first (pagination)", "cli": {"type": int}})
     mode: SearchMode = field(
-        default="dense", metadata={"doc": "`dense` (cosine), `sparse` (BM25) or `hybrid` (both, fused by the engine)"}
+        default="dense",
+        metadata={
+            "doc": "`dense` (cosine), `sparse` (BM25) or `hybrid` (both, fused by the engine)",
+            "cli": {"choices": SEARCH_MODES},
+        },
     )
     fusion: Fusion | None = field(
-        default=None, metadata={"doc": "how `hybrid` fuses: `dbsf` (score distribution, the default) or `rrf` (rank)"}
+        default=None,
+        metadata={
+            "doc": "how `hybrid` fuses: `dbsf` (score distribution, the default) or `rrf` (rank)",
+            "cli": {"choices": FUSIONS},
+        },
     )
     weights: Sequence[float] | None = field(
-        default=None, metadata={"doc": "`(dense, sparse)` weights of a `hybrid` search with `fusion='rrf'`"}
+        default=None,
+        metadata={
+            "doc": "`(dense, sparse)` weights of a `hybrid` search with `fusion='rrf'`",
+            "cli": {"type": float, "nargs": 2, "metavar": ("DENSE", "SPARSE")},
+        },
     )
     candidates: int | None = field(
         default=None,
         metadata={
             "doc": "hits each retrieval stage draws (default: texts `max(limit, 100)`, documents `max(4 * limit * "
-            "chunks, 100)`; with `diversity`, twice the points read, at least 20)"
+            "chunks, 100)`; with `diversity`, twice the points read, at least 20)",
+            "cli": {"type": int},
         },
     )
     diversity: float | None = field(
-        default=None, metadata={"doc": "0..1: maximal marginal relevance over the candidates (dense vectors)"}
+        default=None,
+        metadata={
+            "doc": "0..1: maximal marginal relevance over the candidates (dense vectors)",
+            "cli": {"type": float},
+        },
     )
     using: str | None = field(
         default=None, metadata={"doc": "the dense slot searched, a name of `named_vectors` (default: the primary)"}
@@ -134,20 +161,27 @@ class SearchRequest:
         default=None, metadata={"doc": "a cross-encoder (one output) that re-scores the best `rerank_candidates`"}
     )
     rerank_candidates: int | None = field(
-        default=None, metadata={"doc": "hits the re-ranker re-scores (default 50; needs `rerank`)"}
+        default=None,
+        metadata={"doc": "hits the re-ranker re-scores (default 50; needs `rerank`)", "cli": {"type": int}},
     )
     rerank_weight: float | None = field(
         default=None,
         metadata={
             "doc": "(0, 1]: blends `weight * cross + (1 - weight) * retrieval`, min-max scaled (default 1; needs "
-            "`rerank`)"
+            "`rerank`)",
+            "cli": {"type": float},
         },
     )
     chunks: int | None = field(
-        default=None, metadata={"doc": "matching chunks listed per document (default 3; documents only)"}
+        default=None,
+        metadata={"doc": "matching chunks listed per document (default 3; documents only)", "cli": {"type": int}},
     )
     score: Scoring | None = field(
-        default=None, metadata={"doc": "`max` (a document's best chunk, the default) or `sum` (documents only)"}
+        default=None,
+        metadata={
+            "doc": "`max` (a document's best chunk, the default) or `sum` (documents only)",
+            "cli": {"choices": SCORINGS},
+        },
     )
 
     def __post_init__(self) -> None:
@@ -383,6 +417,21 @@ def takes_search_options(method: F) -> F:
     lines = [f"    {f.name}: {f.metadata['doc']}" for f in fields(SearchRequest) if f.name not in taken]
     method.__doc__ = f"{inspect.cleandoc(method.__doc__ or '')}\n\nSearch options (SearchRequest):\n" + "\n".join(lines)
     return method
+
+
+def cli_options() -> list[tuple[str, str, dict[str, Any]]]:
+    """The options the command line offers as they are: (field, flag, argparse keywords with the help and the
+    default)."""
+    out = []
+    for f in fields(SearchRequest):
+        if "cli" not in f.metadata:
+            continue
+        keywords = {"default": f.default, "help": f.metadata["doc"].replace("`", "").replace("%", "%%")}
+        keywords |= f.metadata["cli"]
+        if "metavar" not in keywords and keywords.get("type") in (int, float):
+            keywords["metavar"] = "N" if keywords["type"] is int else "X"
+        out.append((f.name, keywords.pop("flag", "--" + f.name.replace("_", "-")), keywords))
+    return out
 
 
 def options_table() -> str:

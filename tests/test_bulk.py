@@ -10,7 +10,7 @@ from same_hits import assert_same_hits
 
 from sbert_qdrant import PartialWriteError, SentenceEncoder, TextCollection
 from sbert_qdrant.store import ClientStore
-from sbert_qdrant.store.base import StoreWrite
+from sbert_qdrant.store.calls import StoreWrite
 
 TEXTS = [f"question {i} about topic {i % 7}" for i in range(50)]
 LONG = " ".join(f"Sentence {i} of a long page about topic {i % 3}." for i in range(40))

@@ -13,7 +13,7 @@ from child import run_child
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.store import EdgeStore
-from sbert_qdrant.store.base import Scan
+from sbert_qdrant.store.calls import Scan
 
 HARNESS = Path(__file__).parent / "crash_harness.py"
 RECORDS = 2000

@@ -18,7 +18,7 @@ from qdrant_client import models
 from sbert_qdrant import InvalidArgumentError, InvalidInputError, SentenceEncoder
 from sbert_qdrant.documents import split_document
 from sbert_qdrant.store import EdgeStore
-from sbert_qdrant.store.base import Scan
+from sbert_qdrant.store.calls import Scan
 from sbert_qdrant.testing import tiny_encoder
 
 HARNESS = Path(__file__).parent / "crash_harness.py"

@@ -22,7 +22,8 @@ from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.integrations.mcp import McpSettings, create_server
 from sbert_qdrant.integrations.mcp.filterable import FilterableField
 from sbert_qdrant.store import EdgeStore
-from sbert_qdrant.store.base import CollectionSpec, PointVectors, Scan, StoreWrite, VectorSpec
+from sbert_qdrant.store.base import CollectionSpec, PointVectors, VectorSpec
+from sbert_qdrant.store.calls import Scan, StoreWrite
 from sbert_qdrant.testing import tiny_encoder
 
 NOTES = [

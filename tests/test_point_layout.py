@@ -15,7 +15,8 @@ from qdrant_client import QdrantClient, models
 from sbert_qdrant import MultiVectorEncoder, PointLayout, SentenceEncoder, TextCollection, VectorSlot, testing
 from sbert_qdrant.errors import CollectionMismatchError, InvalidArgumentError, UnsupportedError
 from sbert_qdrant.store import ClientStore, EdgeStore
-from sbert_qdrant.store.base import CollectionSpec, Nearest, PointVectors, StoreQuery, StoreWrite, VectorSpec
+from sbert_qdrant.store.base import CollectionSpec, Nearest, PointVectors, VectorSpec
+from sbert_qdrant.store.calls import StoreQuery, StoreWrite
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "Best pizza in Naples", "Learning to code in Python"]
 
@@ -102,7 +103,7 @@ def test_a_multivector_slot_is_written_and_searched_by_maxsim_in_the_engine(tmp_
     rng = np.random.default_rng(0)
     spec = CollectionSpec(
         "late",
-        {"dense": VectorSpec(4, "cosine"), "tokens": VectorSpec(4, "dot", multivector=True)},
+        {"dense": VectorSpec(4, "cosine"), "tokens": VectorSpec(4, "dot", "multivector")},
         sparse=frozenset({"bm25"}),
         unindexed=frozenset({"tokens"}),
     )

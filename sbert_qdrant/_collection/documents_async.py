@@ -42,7 +42,8 @@ from ..records import (
     checked_batches,
 )
 from ..search_request import DOCUMENT_CHUNKS, MIN_CANDIDATES, SearchRequest
-from ..store.base import Grouping, PointVectors, Scan, StoreQuery
+from ..store.base import PointVectors
+from ..store.calls import Grouping, Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext

@@ -13,7 +13,8 @@ from ..documents import encoded_text
 from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
-from ..store.base import Scan, StoredRecord
+from ..store.base import StoredRecord
+from ..store.calls import Scan
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext

@@ -32,7 +32,8 @@ from ..records import (
     point_id,
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
-from ..store.base import Diversified, PointVectors, Scan, ScoredRecord, StoredRecord, StoreQuery
+from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
+from ..store.calls import Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext

@@ -34,7 +34,8 @@ from ..records import (
     point_id,
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
-from ..store.base import Diversified, PointVectors, Scan, ScoredRecord, StoredRecord, StoreQuery
+from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
+from ..store.calls import Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext

@@ -8,7 +8,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..records import Key, PreparedPoint
-from ..store.base import PointVectors, StoreWrite
+from ..store.base import PointVectors
+from ..store.calls import StoreWrite
 from ..types import OnConflict
 
 

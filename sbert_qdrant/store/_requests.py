@@ -14,7 +14,6 @@ from .base import (
     Diversified,
     ExistingCollection,
     Fused,
-    Grouping,
     Nearest,
     Rescored,
     ScoredRecord,
@@ -22,10 +21,9 @@ from .base import (
     SlotVector,
     Sparse,
     StoredRecord,
-    StoreQuery,
-    StoreWrite,
     VectorSpec,
 )
+from .calls import Grouping, StoreQuery, StoreWrite
 
 _TO_QDRANT = {
     "cosine": models.Distance.COSINE,
@@ -88,7 +86,9 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> model
         distance=_TO_QDRANT[vector.distance],
         on_disk=spec.on_disk or None,
         multivector_config=(
-            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if vector.multivector else None
+            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
+            if vector.kind == "multivector"
+            else None
         ),
         hnsw_config=models.HnswConfigDiff(m=0) if name in spec.unindexed else None,
         datatype=models.Datatype.FLOAT16 if spec.quantization == "float16" else None,
@@ -101,7 +101,9 @@ def existing(info: models.CollectionInfo) -> ExistingCollection:
     named = {"": vectors} if isinstance(vectors, models.VectorParams) else dict(vectors or {})
     return ExistingCollection(
         vectors={
-            name: VectorSpec(p.size, _distance_name(p.distance), p.multivector_config is not None)
+            name: VectorSpec(
+                p.size, _distance_name(p.distance), "dense" if p.multivector_config is None else "multivector"
+            )
             for name, p in named.items()
         },
         sparse_vectors=frozenset(info.config.params.sparse_vectors or {}),

@@ -16,17 +16,8 @@ from qdrant_client import QdrantClient, models
 
 from ..errors import StoreError
 from . import _requests as rq
-from .base import (
-    CollectionSpec,
-    ExistingCollection,
-    Grouping,
-    Payload,
-    Scan,
-    ScoredRecord,
-    StoredRecord,
-    StoreQuery,
-    StoreWrite,
-)
+from .base import CollectionSpec, ExistingCollection, Payload, ScoredRecord, StoredRecord
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 from .grouping import first_fetch, groups_found, wider
 from .protocol_sync import VectorStore
 from .retry import RetryPolicy

@@ -23,20 +23,17 @@ from .base import (
     CollectionSpec,
     ExistingCollection,
     Fused,
-    Grouping,
     Nearest,
     Payload,
     PointVectors,
     Rescored,
-    Scan,
     ScoredRecord,
     SearchQuery,
     SlotVector,
     StoredRecord,
-    StoreQuery,
-    StoreWrite,
     VectorSpec,
 )
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 from .edge_filters import to_edge_filter
 from .edge_folder import CONFIG_FILE, edge_collection_names
 from .grouping import first_fetch, groups_found, wider
@@ -303,8 +300,8 @@ def _edge_rows(vectors: PointVectors, count: int) -> list[dict[str, Any]]:
         name: map(memoryview, np.ascontiguousarray(matrix, dtype=np.float32)) for name, matrix in vectors.dense.items()
     }
     columns |= {name: map(_edge_vector, weights) for name, weights in vectors.sparse.items()}
-    columns |= {name: (m.tolist() for m in matrices) for name, matrices in vectors.multi.items()}
-    parts: list[Any] = [*vectors.dense.values(), *vectors.sparse.values(), *vectors.multi.values()]
+    columns |= {name: (m.tolist() for m in matrices) for name, matrices in vectors.multivector.items()}
+    parts: list[Any] = [*vectors.dense.values(), *vectors.sparse.values(), *vectors.multivector.values()]
     sizes = {len(part) for part in parts}
     if sizes - {count}:
         raise ValueError(f"slots hold vectors of {sorted(sizes)} points for {count} point ids")
@@ -336,7 +333,9 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.Ed
         size=vector.size,
         distance=_DISTANCES[vector.distance],
         memory=qe.Memory.Cold if spec.on_disk else None,
-        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if vector.multivector else None,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+        if vector.kind == "multivector"
+        else None,
         hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
         if name in spec.unindexed
         else None,
@@ -347,7 +346,7 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.Ed
 def _vector_spec(config: Mapping[str, Any]) -> VectorSpec:
     """A vector's spec from the shard's config file."""
     multi = config.get("multivector_config") or config.get("multivector")
-    return VectorSpec(int(config["size"]), str(config["distance"]).lower(), multi is not None)
+    return VectorSpec(int(config["size"]), str(config["distance"]).lower(), "dense" if multi is None else "multivector")
 
 
 def _params(params: models.SearchParams | None) -> qe.SearchParams | None:

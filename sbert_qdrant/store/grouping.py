@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .base import Grouping, Payload, ScoredRecord, StoreQuery
+from .base import Payload, ScoredRecord
+from .calls import Grouping, StoreQuery
 
 
 def first_fetch(query: StoreQuery, grouping: Grouping) -> StoreQuery:

@@ -14,17 +14,8 @@ from typing import Any, Protocol
 from qdrant_client import models
 
 from ..errors import UnsupportedError
-from .base import (
-    CollectionSpec,
-    ExistingCollection,
-    Grouping,
-    Payload,
-    Scan,
-    ScoredRecord,
-    StoredRecord,
-    StoreQuery,
-    StoreWrite,
-)
+from .base import CollectionSpec, ExistingCollection, Payload, ScoredRecord, StoredRecord
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 
 
 class AsyncVectorStore(Protocol):

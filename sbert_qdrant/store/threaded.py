@@ -7,7 +7,8 @@ import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .base import Scan, StoredRecord
+from .base import StoredRecord
+from .calls import Scan
 from .protocol_sync import VectorStore
 
 
