@@ -27,7 +27,7 @@ from .types import FUSIONS, SCORINGS, SEARCH_MODES, Fusion, Scoring, SearchMode
 if TYPE_CHECKING:  # imported where a filter or search parameters are checked: the options alone need no qdrant-client
     from qdrant_client import models
 
-__all__ = ["SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
+__all__ = ["Hybrid", "Mmr", "Rerank", "SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Retrieval candidates each stage draws at least (a hybrid search's sources, MMR, late interaction).
@@ -57,24 +57,63 @@ _PEER_NAMES = {
 _spelling: ContextVar[Mapping[str, str]] = ContextVar("sbert_qdrant_search_spelling")
 
 
+@dataclass(frozen=True)
+class Hybrid:
+    """``mode="hybrid"`` with its fusion as one value: ``fusion`` and, with ``rrf`` only, the ``(dense, sparse)``
+    ``weights`` (``mode=Hybrid("rrf", (1.0, 2.0))`` is ``mode="hybrid", fusion="rrf", weights=(1.0, 2.0)``)."""
+
+    fusion: Fusion = "dbsf"
+    weights: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """A re-ranker with its options as one value: the hits it re-scores and its weight in the blend
+    (``rerank=Rerank(cross, candidates=20, weight=0.5)`` is ``rerank=cross, rerank_candidates=20,
+    rerank_weight=0.5``)."""
+
+    model: Reranker
+    candidates: int | None = None
+    weight: float | None = None
+
+
+@dataclass(frozen=True)
+class Mmr:
+    """Maximal marginal relevance with its candidates as one value (``diversity=Mmr(0.3, candidates=40)`` is
+    ``diversity=0.3, candidates=40``)."""
+
+    diversity: float
+    candidates: int | None = None
+
+
+#: Each grouped value: the option that takes it, and the flat options it stands for (value field -> option).
+_GROUPS: dict[type, tuple[str, dict[str, str]]] = {
+    Hybrid: ("mode", {"fusion": "fusion", "weights": "weights"}),
+    Rerank: ("rerank", {"model": "rerank", "candidates": "rerank_candidates", "weight": "rerank_weight"}),
+    Mmr: ("diversity", {"diversity": "diversity", "candidates": "candidates"}),
+}
+
+
 class SearchOptions(TypedDict, total=False):
     """The keyword options of ``search_text``, ``search_texts``, ``search_documents`` and ``search_by_vector``:
-    ``SearchRequest``'s fields but ``limit`` (a test holds the two lists equal)."""
+    ``SearchRequest``'s fields but ``limit`` (a test holds the two lists equal); ``mode``, ``rerank`` and
+    ``diversity`` also take their grouped value (``Hybrid``, ``Rerank``, ``Mmr``), which ``SearchRequest.of``
+    spreads into the flat options."""
 
     query_filter: models.Filter | Mapping[str, Any] | None
     score_threshold: float | None
     with_payload: bool
     with_vectors: bool
     offset: int
-    mode: SearchMode
+    mode: SearchMode | Hybrid
     fusion: Fusion | None
     weights: Sequence[float] | None
     candidates: int | None
-    diversity: float | None
+    diversity: float | Mmr | None
     using: str | None
     rescore: str | None
     search_params: models.SearchParams | None
-    rerank: Reranker | None
+    rerank: Reranker | Rerank | None
     rerank_candidates: int | None
     rerank_weight: float | None
     chunks: int | None
@@ -199,7 +238,7 @@ class SearchRequest:
                     f"{_arg(unknown[0])}= is not a search option{did_you_mean(unknown[0], known)}; the options are: "
                     f"{', '.join(sorted(known))}."
                 )
-            return cls(**options)
+            return cls(**_spread(options))
 
     def options(self) -> dict[str, Any]:
         """The options set away from their defaults, as keyword arguments of a search method (``limit`` too)."""
@@ -208,15 +247,25 @@ class SearchRequest:
         }
 
     @property
+    def hybrid(self) -> Hybrid | None:
+        """The fusion of a hybrid search (None: another mode)."""
+        return Hybrid(self.fusion or "dbsf", self.weights) if self.mode == "hybrid" else None
+
+    @property
+    def reranking(self) -> Rerank | None:
+        """The re-ranker and its options (None: none)."""
+        return None if self.rerank is None else Rerank(self.rerank, self.rerank_candidates, self.rerank_weight)
+
+    @property
+    def mmr(self) -> Mmr | None:
+        """Maximal marginal relevance and its candidates (None: none)."""
+        return None if self.diversity is None else Mmr(float(self.diversity), self.candidates)
+
+    @property
     def depth(self) -> int:
         """Hits to retrieve before paging and re-ranking: ``limit + offset``, or the re-ranker's candidates."""
         shown = self.limit + self.offset
         return max(shown, self.rerank_candidates or RERANK_CANDIDATES) if self.rerank is not None else shown
-
-    @property
-    def blend(self) -> float:
-        """The re-ranker's weight (1: its score alone)."""
-        return 1.0 if self.rerank_weight is None else float(self.rerank_weight)
 
     def refuse(self, path: str, options: Mapping[str, str]) -> None:
         """Refuse the options set that ``path`` cannot apply: ``options`` maps each to the reason."""
@@ -224,6 +273,25 @@ class SearchRequest:
             value = getattr(self, name)
             if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def _spread(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options with each grouped value (``Hybrid``, ``Rerank``, ``Mmr``) spread into the flat options it stands
+    for; a flat option given beside the value that holds it is refused (it would be given twice)."""
+    out = dict(options)
+    for kind, (option, spread) in _GROUPS.items():
+        value = out.get(option)
+        if not isinstance(value, kind):
+            continue
+        twice = [name for name in spread.values() if name != option and out.get(name) is not None]
+        if twice:
+            raise InvalidArgumentError(
+                f"{_arg(twice[0])}= and {_arg(option)}={kind.__name__}(...) both set {_arg(twice[0])}; give it once."
+            )
+        out |= {name: getattr(value, attribute) for attribute, name in spread.items()}
+        if kind is Hybrid:
+            out["mode"] = "hybrid"
+    return out
 
 
 def requested(request: SearchRequest | None, limit: int, options: Mapping[str, Any]) -> SearchRequest:
@@ -409,7 +477,12 @@ def takes_search_options(method: F) -> F:
     own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in own}
     extra = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=SearchOptions.__annotations__.get(f.name, f.type),
+        )
         for f in fields(SearchRequest)
         if f.name not in taken
     ]

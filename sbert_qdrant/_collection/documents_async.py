@@ -47,7 +47,7 @@ from ..store.calls import Grouping, Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
-from .pipeline_async import Step
+from .overlapped_async import Step
 from .runtime_async import run_blocking
 from .search import (
     check_limit,
@@ -172,10 +172,9 @@ class AsyncDocuments:
             if rows
         ]
         shown = request.limit + request.offset
-        if request.rerank is not None:
-            hits = await run_blocking(
-                reranked_documents, config, texts[0], hits, request.rerank, shown, score, request.blend
-            )
+        rerank = request.reranking
+        if rerank is not None:
+            hits = await run_blocking(reranked_documents, config, texts[0], hits, rerank, shown, score)
         else:
             if score == "sum":
                 hits.sort(key=lambda h: -h.score)

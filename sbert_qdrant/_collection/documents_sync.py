@@ -49,7 +49,7 @@ from ..store.calls import Grouping, Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
-from .pipeline_sync import Step
+from .overlapped_sync import Step
 from .runtime_sync import run_blocking
 from .search import (
     check_limit,
@@ -174,8 +174,9 @@ class Documents:
             if rows
         ]
         shown = request.limit + request.offset
-        if request.rerank is not None:
-            hits = run_blocking(reranked_documents, config, texts[0], hits, request.rerank, shown, score, request.blend)
+        rerank = request.reranking
+        if rerank is not None:
+            hits = run_blocking(reranked_documents, config, texts[0], hits, rerank, shown, score)
         else:
             if score == "sum":
                 hits.sort(key=lambda h: -h.score)

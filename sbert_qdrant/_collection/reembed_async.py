@@ -19,7 +19,7 @@ from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .names import check_name
-from .pipeline_async import Step
+from .overlapped_async import Step
 from .schema import CollectionConfig
 from .texts_async import plan_points
 from .vectors import bounded_batch, show_progress

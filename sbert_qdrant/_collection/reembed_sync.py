@@ -21,7 +21,7 @@ from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
 from .names import check_name
-from .pipeline_sync import Step
+from .overlapped_sync import Step
 from .schema import CollectionConfig
 from .texts_sync import plan_points
 from .vectors import bounded_batch, show_progress

@@ -16,7 +16,7 @@ from ..encoder import Bm25
 from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
 from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, check_text
-from ..search_request import MIN_CANDIDATES, SearchRequest
+from ..search_request import MIN_CANDIDATES, Rerank, SearchRequest
 from ..store.base import (
     Diversified,
     Fused,
@@ -64,7 +64,7 @@ class SearchPlan:
     @property
     def fused_mmr(self) -> bool:
         """Whether MMR re-orders a sparse or hybrid search's candidates (by their own relevance, in the collection)."""
-        return self.request.diversity is not None and self.request.mode != "dense"
+        return self.request.mmr is not None and self.request.mode != "dense"
 
 
 def check_limit(limit: object) -> None:
@@ -145,26 +145,27 @@ def engine_searches(
     if plan.tokens is not None:
         encoded = plan.tokens.encode_query(texts, settings.encode_batch_size)
         tokens = [np.asarray(m, dtype=np.float32).tolist() for m in encoded]
-    weights = None if request.weights is None else (float(request.weights[0]), float(request.weights[1]))
+    hybrid, mmr = request.hybrid, request.mmr
     searches: list[SearchQuery] = []
     for i in range(len(texts)):
         base: Nearest | Fused | Rescored
-        if request.mode == "dense":
-            base = dense_search(settings, name, dense[i], plan)
-        elif request.mode == "sparse":
-            base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is there
-        else:
-            lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
+        if hybrid is not None:
+            lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is
             sources = (dense_search(settings, name, dense[i], plan), lexical_source)
-            base = Fused(sources, request.fusion or "dbsf", plan.drawn, weights, RRF_K)
+            weights = None if hybrid.weights is None else (float(hybrid.weights[0]), float(hybrid.weights[1]))
+            base = Fused(sources, hybrid.fusion, plan.drawn, weights, RRF_K)
+        elif request.mode == "sparse":
+            base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
+        else:
+            base = dense_search(settings, name, dense[i], plan)
         if request.rescore is not None:
             searches.append(Rescored(base, request.rescore, tokens[i], plan.candidates))
-        elif request.diversity is None:
+        elif mmr is None:
             searches.append(base)
         else:
             source = None if request.mode == "dense" else base
-            diversity = float(request.diversity)
-            searches.append(Diversified(name, dense[i], diversity, plan.candidates, source, plan.request.search_params))
+            params = request.search_params
+            searches.append(Diversified(name, dense[i], mmr.diversity, plan.candidates, source, params))
     return searches
 
 
@@ -271,6 +272,11 @@ def blended_scores(cross: Sequence[float], retrieval: Sequence[float], weight: f
     return [weight * c + (1 - weight) * r for c, r in zip(scaled(cross), scaled(retrieval), strict=True)]
 
 
+def _weight(rerank: Rerank) -> float:
+    """The re-ranker's weight in the blend (1: its score alone)."""
+    return 1.0 if rerank.weight is None else float(rerank.weight)
+
+
 def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
     """One score per pair; equal pairs are scored once, so they tie exactly on every CPU (and cost one pass)."""
     distinct = list(dict.fromkeys(pairs))
@@ -282,39 +288,28 @@ def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple
 
 
 def reranked(
-    settings: CollectionConfig,
-    queries: list[str],
-    found: list[list[Hit]],
-    cross: Reranker,
-    limit: int,
-    weight: float,
+    settings: CollectionConfig, queries: list[str], found: list[list[Hit]], rerank: Rerank, limit: int
 ) -> list[list[Hit]]:
-    """Each query's hits re-scored by the re-ranker (blended with their retrieval score by ``weight``), best
+    """Each query's hits re-scored by the re-ranker (blended with their retrieval score by its weight), best
     ``limit`` first (blocking)."""
     pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
-    scores = iter(_cross_scores(settings, cross, pairs))
+    scores = iter(_cross_scores(settings, rerank.model, pairs))
     out = []
     for hits in found:
-        new = blended_scores([next(scores) for _ in hits], [h.score for h in hits], weight)
+        new = blended_scores([next(scores) for _ in hits], [h.score for h in hits], _weight(rerank))
         rescored = [replace(h, score=s, retrieval_score=h.score) for h, s in zip(hits, new, strict=True)]
         out.append(sorted(rescored, key=lambda h: -h.score)[:limit])
     return out
 
 
 def reranked_documents(
-    settings: CollectionConfig,
-    query: str,
-    hits: list[DocumentHit],
-    cross: Reranker,
-    limit: int,
-    scoring: str,
-    weight: float,
+    settings: CollectionConfig, query: str, hits: list[DocumentHit], rerank: Rerank, limit: int, scoring: str
 ) -> list[DocumentHit]:
     """Documents re-scored by the re-ranker over their listed chunks (each chunk's score blended with its retrieval
-    score by ``weight``, over all listed chunks), best ``limit`` first (blocking)."""
+    score by its weight, over all listed chunks), best ``limit`` first (blocking)."""
     listed = [c for h in hits for c in h.chunks]
-    cross_scores = _cross_scores(settings, cross, [(query, c.text) for c in listed])
-    scores = iter(blended_scores(cross_scores, [c.score for c in listed], weight))
+    cross_scores = _cross_scores(settings, rerank.model, [(query, c.text) for c in listed])
+    scores = iter(blended_scores(cross_scores, [c.score for c in listed], _weight(rerank)))
     out = []
     for hit in hits:
         chunks = [replace(c, score=next(scores), retrieval_score=c.score) for c in hit.chunks]

@@ -39,7 +39,7 @@ from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
 from .filters import engine_filter
-from .pipeline_async import Step
+from .overlapped_async import Step
 from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
@@ -127,11 +127,10 @@ class AsyncTexts:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
         request.refuse("a text search", _DOCUMENT_OPTIONS)
         found = await self._search(queries, request)
-        if request.rerank is not None and found:
+        rerank = request.reranking
+        if rerank is not None and found:
             shown = request.limit + request.offset
-            found = await run_blocking(
-                reranked, self.context.config, list(queries), found, request.rerank, shown, request.blend
-            )
+            found = await run_blocking(reranked, self.context.config, list(queries), found, rerank, shown)
         return await self._paged(found, request.offset, request.with_vectors)
 
     async def search_vector(self, vector: Sequence[float] | np.ndarray, request: SearchRequest) -> list[Hit]:

@@ -41,7 +41,7 @@ from .bulk_sync import write
 from .context_sync import CollectionContext
 from .duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
 from .filters import engine_filter
-from .pipeline_sync import Step
+from .overlapped_sync import Step
 from .runtime_sync import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
@@ -129,11 +129,10 @@ class Texts:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
         request.refuse("a text search", _DOCUMENT_OPTIONS)
         found = self._search(queries, request)
-        if request.rerank is not None and found:
+        rerank = request.reranking
+        if rerank is not None and found:
             shown = request.limit + request.offset
-            found = run_blocking(
-                reranked, self.context.config, list(queries), found, request.rerank, shown, request.blend
-            )
+            found = run_blocking(reranked, self.context.config, list(queries), found, rerank, shown)
         return self._paged(found, request.offset, request.with_vectors)
 
     def search_vector(self, vector: Sequence[float] | np.ndarray, request: SearchRequest) -> list[Hit]:
