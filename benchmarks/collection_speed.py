@@ -36,6 +36,7 @@ from sbert_qdrant.encoder.loading import resolve_model_folder
 from sbert_qdrant.records import text_id
 from sbert_qdrant.store import ClientStore, CollectionSpec, EdgeStore, VectorSpec
 from sbert_qdrant.store.base import PointVectors
+from sbert_qdrant.store.calls import StoreWrite
 
 
 def _rate(count: int, seconds: float) -> str:
@@ -161,7 +162,7 @@ def search(data: Path, count: int, queries: int, encoder: SentenceEncoder, index
             store.create(CollectionSpec("bench", {"text": VectorSpec(matrix.shape[1], "cosine")}))
             for i in range(0, len(stored), 1000):
                 vectors = PointVectors({"text": matrix[i : i + 1000]})
-                store.upsert("bench", id_list[i : i + 1000], vectors, payloads[i : i + 1000], True)
+                store.upsert("bench", StoreWrite(id_list[i : i + 1000], vectors, payloads[i : i + 1000]))
             coll.optimize()
             load = time.perf_counter() - start
             found, latency = _timed_search(coll, asked, ids, 10)

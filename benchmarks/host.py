@@ -40,9 +40,9 @@ from _data import cpu_summary, read_corpus, read_scifact
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant._allocation import gc_paused
+from sbert_qdrant.encoder.batching import DEFAULT_BATCH_TOKENS, token_budget_batches
 from sbert_qdrant.encoder.feed import TokenFeed, usable_cores
 from sbert_qdrant.encoder.packed import pack
-from sbert_qdrant.encoder.pipeline import DEFAULT_BATCH_TOKENS, token_budget_batches
 from sbert_qdrant.encoder.sparse import Bm25
 from sbert_qdrant.encoder.transformer import Transformer
 from sbert_qdrant.records import VectorShape, checked_batches

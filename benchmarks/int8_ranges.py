@@ -105,7 +105,7 @@ def main() -> None:
         print(json.dumps(measure(args.data, args.child)))
         return
     encoder = SentenceEncoder.load(device="cpu", precision="fp32")
-    digest = weights_digest(encoder.pipeline)
+    digest = weights_digest(encoder.module_list)
     path = calibration.packaged_ranges_path(digest)
     if not args.measure:
         texts = calibration_texts(args.data)

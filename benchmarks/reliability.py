@@ -29,6 +29,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from sbert_qdrant import RetryPolicy, SbertQdrantError, SentenceEncoder, TextCollection
 from sbert_qdrant.store import ClientStore, EdgeStore
+from sbert_qdrant.store.calls import Scan
 from sbert_qdrant.testing import FaultInjectingClient, tiny_encoder
 
 ROOT = Path(__file__).parent.parent
@@ -65,7 +66,7 @@ def crash_safety(kills: int, records: int, work: Path) -> None:
         for k in got
     )
     store = EdgeStore(work / "crashed")  # every point as stored, to count duplicates
-    ids = [p.id for page in store.scroll("crash", "text", False, 1000, None) for p in page]
+    ids = [p.id for page in store.scroll("crash", Scan("text", batch_size=1000)) for p in page]
     store.close()
     print(f"\n== 1. crash safety: {records} records, sbert-qdrant index on Qdrant Edge, SIGKILL then re-run ==")
     spread = f"after {len(points)} distinct write counts from {points[0]} to {points[-1]}" if points else "none"

@@ -43,6 +43,9 @@ from .records import Hit as Hit
 from .records import StoredText as StoredText
 from .records import TextRecord as TextRecord
 from .records import UpsertResult as UpsertResult
+from .search_request import Hybrid as Hybrid
+from .search_request import Mmr as Mmr
+from .search_request import Rerank as Rerank
 from .search_request import SearchOptions as SearchOptions
 from .search_request import SearchRequest as SearchRequest
 from .settings import Settings as Settings

@@ -3,8 +3,9 @@ vector, the CLI, the MCP server and the LangChain / LlamaIndex adapters.
 
 The public search methods take the options as keyword arguments (``search_text(q, limit=5, mode="hybrid")``),
 typed by ``SearchOptions`` and shown by ``help()`` through the signature ``takes_search_options`` writes from the
-fields below. An option is added here once (a field, its check, its line in ``SearchOptions``) plus the code that
-acts on it.
+fields below, or one request whole (``search_text(q, request=SearchRequest(limit=5, mode="hybrid"))``: what the
+CLI, the MCP server and the adapters pass). An option is added here once (a field, its check, its line in
+``SearchOptions``) plus the code that acts on it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from .types import FUSIONS, SCORINGS, SEARCH_MODES, Fusion, Scoring, SearchMode
 if TYPE_CHECKING:  # imported where a filter or search parameters are checked: the options alone need no qdrant-client
     from qdrant_client import models
 
-__all__ = ["SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
+__all__ = ["Hybrid", "Mmr", "Rerank", "SearchOptions", "SearchRequest", "options_table", "takes_search_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Retrieval candidates each stage draws at least (a hybrid search's sources, MMR, late interaction).
@@ -56,24 +57,63 @@ _PEER_NAMES = {
 _spelling: ContextVar[Mapping[str, str]] = ContextVar("sbert_qdrant_search_spelling")
 
 
+@dataclass(frozen=True)
+class Hybrid:
+    """``mode="hybrid"`` with its fusion as one value: ``fusion`` and, with ``rrf`` only, the ``(dense, sparse)``
+    ``weights`` (``mode=Hybrid("rrf", (1.0, 2.0))`` is ``mode="hybrid", fusion="rrf", weights=(1.0, 2.0)``)."""
+
+    fusion: Fusion = "dbsf"
+    weights: Sequence[float] | None = None
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """A re-ranker with its options as one value: the hits it re-scores and its weight in the blend
+    (``rerank=Rerank(cross, candidates=20, weight=0.5)`` is ``rerank=cross, rerank_candidates=20,
+    rerank_weight=0.5``)."""
+
+    model: Reranker
+    candidates: int | None = None
+    weight: float | None = None
+
+
+@dataclass(frozen=True)
+class Mmr:
+    """Maximal marginal relevance with its candidates as one value (``diversity=Mmr(0.3, candidates=40)`` is
+    ``diversity=0.3, candidates=40``)."""
+
+    diversity: float
+    candidates: int | None = None
+
+
+#: Each grouped value: the option that takes it, and the flat options it stands for (value field -> option).
+_GROUPS: dict[type, tuple[str, dict[str, str]]] = {
+    Hybrid: ("mode", {"fusion": "fusion", "weights": "weights"}),
+    Rerank: ("rerank", {"model": "rerank", "candidates": "rerank_candidates", "weight": "rerank_weight"}),
+    Mmr: ("diversity", {"diversity": "diversity", "candidates": "candidates"}),
+}
+
+
 class SearchOptions(TypedDict, total=False):
     """The keyword options of ``search_text``, ``search_texts``, ``search_documents`` and ``search_by_vector``:
-    ``SearchRequest``'s fields but ``limit`` (a test holds the two lists equal)."""
+    ``SearchRequest``'s fields but ``limit`` (a test holds the two lists equal); ``mode``, ``rerank`` and
+    ``diversity`` also take their grouped value (``Hybrid``, ``Rerank``, ``Mmr``), which ``SearchRequest.of``
+    spreads into the flat options."""
 
     query_filter: models.Filter | Mapping[str, Any] | None
     score_threshold: float | None
     with_payload: bool
     with_vectors: bool
     offset: int
-    mode: SearchMode
+    mode: SearchMode | Hybrid
     fusion: Fusion | None
     weights: Sequence[float] | None
     candidates: int | None
-    diversity: float | None
+    diversity: float | Mmr | None
     using: str | None
     rescore: str | None
     search_params: models.SearchParams | None
-    rerank: Reranker | None
+    rerank: Reranker | Rerank | None
     rerank_candidates: int | None
     rerank_weight: float | None
     chunks: int | None
@@ -84,14 +124,24 @@ class SearchOptions(TypedDict, total=False):
 class SearchRequest:
     """One search's options, each checked once when the value is made (an error names the argument as the caller
     spelled it); every search path reads this value. Options a path cannot apply are refused by that path, with
-    the reason, never ignored."""
+    the reason, never ignored.
 
-    limit: int = field(default=10, metadata={"doc": "hits returned (documents: one hit each)"})
+    Each field's metadata carries its ``doc`` (signatures, help and docs/search.md's table are written from it)
+    and, for an option the command line offers as it is, ``cli``: its argparse keywords (``flag``: its spelling
+    when not ``--field-name``); ``sbert-qdrant search`` adds a flag for each."""
+
+    limit: int = field(
+        default=10, metadata={"doc": "hits returned (documents: one hit each)", "cli": {"type": int, "default": 5}}
+    )
     query_filter: models.Filter | Mapping[str, Any] | None = field(
         default=None, metadata={"doc": "a `qdrant_client.models.Filter` (or its dict form) on payload fields and ids"}
     )
     score_threshold: float | None = field(
-        default=None, metadata={"doc": "minimum score, in the mode's own scale (dense: cosine)"}
+        default=None,
+        metadata={
+            "doc": "minimum score, in the mode's own scale (dense: cosine)",
+            "cli": {"flag": "--threshold", "type": float},
+        },
     )
     with_payload: bool = field(
         default=True, metadata={"doc": "return each hit's payload (texts; documents always carry theirs)"}
@@ -99,25 +149,42 @@ class SearchRequest:
     with_vectors: bool = field(
         default=False, metadata={"doc": "return each hit's stored dense vector in `Hit.vector` (texts)"}
     )
-    offset: int = field(default=0, metadata={"doc": "best hits skipped first (pagination)"})
+    offset: int = field(default=0, metadata={"doc": "best hits skipped first (pagination)", "cli": {"type": int}})
     mode: SearchMode = field(
-        default="dense", metadata={"doc": "`dense` (cosine), `sparse` (BM25) or `hybrid` (both, fused by the engine)"}
+        default="dense",
+        metadata={
+            "doc": "`dense` (cosine), `sparse` (BM25) or `hybrid` (both, fused by the engine)",
+            "cli": {"choices": SEARCH_MODES},
+        },
     )
     fusion: Fusion | None = field(
-        default=None, metadata={"doc": "how `hybrid` fuses: `dbsf` (score distribution, the default) or `rrf` (rank)"}
+        default=None,
+        metadata={
+            "doc": "how `hybrid` fuses: `dbsf` (score distribution, the default) or `rrf` (rank)",
+            "cli": {"choices": FUSIONS},
+        },
     )
     weights: Sequence[float] | None = field(
-        default=None, metadata={"doc": "`(dense, sparse)` weights of a `hybrid` search with `fusion='rrf'`"}
+        default=None,
+        metadata={
+            "doc": "`(dense, sparse)` weights of a `hybrid` search with `fusion='rrf'`",
+            "cli": {"type": float, "nargs": 2, "metavar": ("DENSE", "SPARSE")},
+        },
     )
     candidates: int | None = field(
         default=None,
         metadata={
             "doc": "hits each retrieval stage draws (default: texts `max(limit, 100)`, documents `max(4 * limit * "
-            "chunks, 100)`; with `diversity`, twice the points read, at least 20)"
+            "chunks, 100)`; with `diversity`, twice the points read, at least 20)",
+            "cli": {"type": int},
         },
     )
     diversity: float | None = field(
-        default=None, metadata={"doc": "0..1: maximal marginal relevance over the candidates (dense vectors)"}
+        default=None,
+        metadata={
+            "doc": "0..1: maximal marginal relevance over the candidates (dense vectors)",
+            "cli": {"type": float},
+        },
     )
     using: str | None = field(
         default=None, metadata={"doc": "the dense slot searched, a name of `named_vectors` (default: the primary)"}
@@ -133,20 +200,27 @@ class SearchRequest:
         default=None, metadata={"doc": "a cross-encoder (one output) that re-scores the best `rerank_candidates`"}
     )
     rerank_candidates: int | None = field(
-        default=None, metadata={"doc": "hits the re-ranker re-scores (default 50; needs `rerank`)"}
+        default=None,
+        metadata={"doc": "hits the re-ranker re-scores (default 50; needs `rerank`)", "cli": {"type": int}},
     )
     rerank_weight: float | None = field(
         default=None,
         metadata={
             "doc": "(0, 1]: blends `weight * cross + (1 - weight) * retrieval`, min-max scaled (default 1; needs "
-            "`rerank`)"
+            "`rerank`)",
+            "cli": {"type": float},
         },
     )
     chunks: int | None = field(
-        default=None, metadata={"doc": "matching chunks listed per document (default 3; documents only)"}
+        default=None,
+        metadata={"doc": "matching chunks listed per document (default 3; documents only)", "cli": {"type": int}},
     )
     score: Scoring | None = field(
-        default=None, metadata={"doc": "`max` (a document's best chunk, the default) or `sum` (documents only)"}
+        default=None,
+        metadata={
+            "doc": "`max` (a document's best chunk, the default) or `sum` (documents only)",
+            "cli": {"choices": SCORINGS},
+        },
     )
 
     def __post_init__(self) -> None:
@@ -164,7 +238,7 @@ class SearchRequest:
                     f"{_arg(unknown[0])}= is not a search option{did_you_mean(unknown[0], known)}; the options are: "
                     f"{', '.join(sorted(known))}."
                 )
-            return cls(**options)
+            return cls(**_spread(options))
 
     def options(self) -> dict[str, Any]:
         """The options set away from their defaults, as keyword arguments of a search method (``limit`` too)."""
@@ -173,15 +247,25 @@ class SearchRequest:
         }
 
     @property
+    def hybrid(self) -> Hybrid | None:
+        """The fusion of a hybrid search (None: another mode)."""
+        return Hybrid(self.fusion or "dbsf", self.weights) if self.mode == "hybrid" else None
+
+    @property
+    def reranking(self) -> Rerank | None:
+        """The re-ranker and its options (None: none)."""
+        return None if self.rerank is None else Rerank(self.rerank, self.rerank_candidates, self.rerank_weight)
+
+    @property
+    def mmr(self) -> Mmr | None:
+        """Maximal marginal relevance and its candidates (None: none)."""
+        return None if self.diversity is None else Mmr(float(self.diversity), self.candidates)
+
+    @property
     def depth(self) -> int:
         """Hits to retrieve before paging and re-ranking: ``limit + offset``, or the re-ranker's candidates."""
         shown = self.limit + self.offset
         return max(shown, self.rerank_candidates or RERANK_CANDIDATES) if self.rerank is not None else shown
-
-    @property
-    def blend(self) -> float:
-        """The re-ranker's weight (1: its score alone)."""
-        return 1.0 if self.rerank_weight is None else float(self.rerank_weight)
 
     def refuse(self, path: str, options: Mapping[str, str]) -> None:
         """Refuse the options set that ``path`` cannot apply: ``options`` maps each to the reason."""
@@ -189,6 +273,41 @@ class SearchRequest:
             value = getattr(self, name)
             if not _is_default(value, _default(name)):
                 raise InvalidArgumentError(f"{_arg(name)}={value!r:.60} does not apply to {path}: {reason}.")
+
+
+def _spread(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options with each grouped value (``Hybrid``, ``Rerank``, ``Mmr``) spread into the flat options it stands
+    for; a flat option given beside the value that holds it is refused (it would be given twice)."""
+    out = dict(options)
+    for kind, (option, spread) in _GROUPS.items():
+        value = out.get(option)
+        if not isinstance(value, kind):
+            continue
+        twice = [name for name in spread.values() if name != option and out.get(name) is not None]
+        if twice:
+            raise InvalidArgumentError(
+                f"{_arg(twice[0])}= and {_arg(option)}={kind.__name__}(...) both set {_arg(twice[0])}; give it once."
+            )
+        out |= {name: getattr(value, attribute) for attribute, name in spread.items()}
+        if kind is Hybrid:
+            out["mode"] = "hybrid"
+    return out
+
+
+def requested(request: SearchRequest | None, limit: int, options: Mapping[str, Any]) -> SearchRequest:
+    """The request a search method was given: ``request=`` as it is, or one built from ``limit`` and the keyword
+    options (not both: a request travels whole)."""
+    if request is None:
+        return SearchRequest.of({**options, "limit": limit})
+    if not isinstance(request, SearchRequest):
+        raise InvalidArgumentError(f"request= must be a SearchRequest, not {type(request).__name__}.")
+    given = sorted(options) + (["limit"] if limit not in (_default("limit"), request.limit) else [])
+    if given:
+        raise InvalidArgumentError(
+            f"{given[0]}= and request= both give search options; put it in the request "
+            f"(dataclasses.replace(request, {given[0]}=...)) or pass keyword options alone."
+        )
+    return request
 
 
 def did_you_mean(name: str, known: Collection[str]) -> str:
@@ -358,7 +477,12 @@ def takes_search_options(method: F) -> F:
     own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
     taken = {p.name for p in own}
     extra = [
-        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=f.type)
+        inspect.Parameter(
+            f.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=f.default,
+            annotation=SearchOptions.__annotations__.get(f.name, f.type),
+        )
         for f in fields(SearchRequest)
         if f.name not in taken
     ]
@@ -366,6 +490,21 @@ def takes_search_options(method: F) -> F:
     lines = [f"    {f.name}: {f.metadata['doc']}" for f in fields(SearchRequest) if f.name not in taken]
     method.__doc__ = f"{inspect.cleandoc(method.__doc__ or '')}\n\nSearch options (SearchRequest):\n" + "\n".join(lines)
     return method
+
+
+def cli_options() -> list[tuple[str, str, dict[str, Any]]]:
+    """The options the command line offers as they are: (field, flag, argparse keywords with the help and the
+    default)."""
+    out = []
+    for f in fields(SearchRequest):
+        if "cli" not in f.metadata:
+            continue
+        keywords = {"default": f.default, "help": f.metadata["doc"].replace("`", "").replace("%", "%%")}
+        keywords |= f.metadata["cli"]
+        if "metavar" not in keywords and keywords.get("type") in (int, float):
+            keywords["metavar"] = "N" if keywords["type"] is int else "X"
+        out.append((f.name, keywords.pop("flag", "--" + f.name.replace("_", "-")), keywords))
+    return out
 
 
 def options_table() -> str:

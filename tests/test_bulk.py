@@ -3,8 +3,6 @@ paused during the load and restored after it (also after a crash, by ``optimize`
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from flavours import Engines
 from qdrant_client import QdrantClient
@@ -12,7 +10,7 @@ from same_hits import assert_same_hits
 
 from sbert_qdrant import PartialWriteError, SentenceEncoder, TextCollection
 from sbert_qdrant.store import ClientStore
-from sbert_qdrant.store.base import PointVectors
+from sbert_qdrant.store.calls import StoreWrite
 
 TEXTS = [f"question {i} about topic {i % 7}" for i in range(50)]
 LONG = " ".join(f"Sentence {i} of a long page about topic {i % 3}." for i in range(40))
@@ -44,11 +42,11 @@ class IndexingServer(ClientStore):
     def set_indexing_threshold(self, name: str, threshold: int) -> None:
         self.threshold = threshold
 
-    def upsert(self, name: str, ids: Any, vectors: PointVectors, payloads: Any, wait: bool) -> None:
+    def upsert(self, name: str, write: StoreWrite) -> None:
         if len(self.writes) == self.fail_at_write:
             raise ConnectionError("connection reset (injected)")
-        self.writes.append((wait, self.threshold))
-        super().upsert(name, ids, vectors, payloads, wait)
+        self.writes.append((write.wait, self.threshold))
+        super().upsert(name, write)
 
 
 def test_indexing_is_paused_during_a_bulk_load_and_restored(tiny_encoder: SentenceEncoder) -> None:

@@ -53,9 +53,14 @@ def test_hybrid_search_and_a_dense_only_index(tmp_path: Path, capsys: pytest.Cap
         assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["c"]
     assert main(["search", "python", "--limit", "2", "--diversity", "0.5", "--json", *_engine(tmp_path)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
-    tuned = ["--exact", "--rescore", "--oversampling", "2", "--limit", "1", "--json"]
+    tuned = ["--exact", "--quantization-rescore", "--oversampling", "2", "--limit", "1", "--json"]
     assert main(["search", "sky", *tuned, *_engine(tmp_path)]) == 0
     assert [json.loads(line)["id"] for line in capsys.readouterr().out.splitlines()] == ["c"]
+    old = ["--no-rescore", "--limit", "1", "--json"]  # the old spelling: still taken, with a deprecation message
+    assert main(["search", "sky", *old, *_engine(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert [json.loads(line)["id"] for line in said.out.splitlines()] == ["c"]
+    assert "--no-rescore is deprecated; use --no-quantization-rescore" in said.err
     dense_only = [*_engine(tmp_path), "--collection", "dense"]
     assert main([*index, "--no-sparse", *dense_only]) == 0
     assert main(["search", "sky", "--mode", "hybrid", *dense_only]) == 2

@@ -25,6 +25,7 @@ from sbert_qdrant import (
     TextRecord,
 )
 from sbert_qdrant.records import point_id, text_id
+from sbert_qdrant.store.calls import StoreWrite
 
 QUESTIONS = [
     "How do I learn Python quickly?",
@@ -69,9 +70,9 @@ def test_default_batch_follows_the_engine(
     writes: list[int] = []
     original = store.upsert
 
-    def counting(name: str, ids: list[str], *rest: object) -> object:
-        writes.append(len(ids))
-        return original(name, ids, *rest)  # the sync result, or the coroutine to await
+    def counting(name: str, write: StoreWrite) -> object:
+        writes.append(len(write.ids))
+        return original(name, write)  # the sync result, or the coroutine to await
 
     monkeypatch.setattr(store, "upsert", counting)
     coll.upsert_texts([f"question number {i}" for i in range(2500)])

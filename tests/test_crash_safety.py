@@ -13,6 +13,7 @@ from child import run_child
 
 from sbert_qdrant import SentenceEncoder, TextCollection
 from sbert_qdrant.store import EdgeStore
+from sbert_qdrant.store.calls import Scan
 
 HARNESS = Path(__file__).parent / "crash_harness.py"
 RECORDS = 2000
@@ -53,6 +54,6 @@ def test_killed_ingestion_resumes_without_loss_or_duplicates(tmp_path: Path, tin
             assert (got[key].text, got[key].payload) == (expected[key].text, expected[key].payload)
             np.testing.assert_allclose(got[key].vector, expected[key].vector, atol=1e-6)  # type: ignore[arg-type]
     store = EdgeStore(work / "crashed")
-    ids = [p.id for page in store.scroll("crash", "text", False, 1000, None) for p in page]
+    ids = [p.id for page in store.scroll("crash", Scan("text", batch_size=1000)) for p in page]
     store.close()
     assert len(ids) == len(set(ids)) == RECORDS

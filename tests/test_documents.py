@@ -18,6 +18,7 @@ from qdrant_client import models
 from sbert_qdrant import InvalidArgumentError, InvalidInputError, SentenceEncoder
 from sbert_qdrant.documents import split_document
 from sbert_qdrant.store import EdgeStore
+from sbert_qdrant.store.calls import Scan
 from sbert_qdrant.testing import tiny_encoder
 
 HARNESS = Path(__file__).parent / "crash_harness.py"
@@ -190,7 +191,7 @@ def test_sigkill_during_replacement_then_a_rerun_leaves_exactly_the_new_chunks(
     def chunks(folder: Path) -> dict[str, Any]:
         store = EdgeStore(folder)
         try:
-            return {r.id: r.payload for page in store.scroll("crash", "text", False, 1000, None) for r in page}
+            return {r.id: r.payload for page in store.scroll("crash", Scan("text", batch_size=1000)) for r in page}
         finally:
             store.close()
 

@@ -15,9 +15,7 @@ import torch
 
 import sbert_qdrant.encoder.encoder as encoder_module
 from sbert_qdrant._collection.vectors import CPU_BATCH, GPU_BATCH, default_batch_size
-from sbert_qdrant.encoder.feed import TokenFeed
-from sbert_qdrant.encoder.packed import pack, packed_or_padded
-from sbert_qdrant.encoder.pipeline import (
+from sbert_qdrant.encoder.batching import (
     Chunk,
     ahead,
     batch_cap,
@@ -26,6 +24,8 @@ from sbert_qdrant.encoder.pipeline import (
     pipelined,
     token_budget_batches,
 )
+from sbert_qdrant.encoder.feed import TokenFeed
+from sbert_qdrant.encoder.packed import pack, packed_or_padded
 from sbert_qdrant.encoder.tokens import TokenRows
 from sbert_qdrant.errors import InvalidArgumentError
 from sbert_qdrant.testing import DeviceSyncCounter, tiny_encoder
@@ -156,7 +156,7 @@ def test_the_device_pipeline_encodes_as_encode_does(packed: bool) -> None:
     feed = TokenFeed(texts, transformer.token_rows, lambda rows: rows.lengths, collate, pin=False, threads=2)
 
     def compute(features: dict[str, torch.Tensor]) -> torch.Tensor:
-        for module in encoder.pipeline:
+        for module in encoder.module_list:
             features = module(features)
         return features["sentence_embedding"]
 
@@ -257,7 +257,7 @@ def test_a_packed_batch_that_fails_runs_padded_and_the_encoder_warns_once(caplog
     def run(features: dict[str, torch.Tensor]) -> torch.Tensor:
         if "cu_seqlens" in features:
             raise RuntimeError("FlashAttention only supports Ampere GPUs or newer.")
-        for module in encoder.pipeline:
+        for module in encoder.module_list:
             features = module(features)
         return features["sentence_embedding"]
 

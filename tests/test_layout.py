@@ -233,3 +233,74 @@ def test_no_private_name_imported_from_another_module() -> None:
     assert not taken, "private names imported across modules (make them public where both can import):\n" + "\n".join(
         taken
     )
+
+
+def longest_chain(folder: str) -> list[str]:
+    """The longest chain of imports among the rooms of one folder of the package (its "floors"): a room is a module
+    of the folder or a whole subfolder."""
+
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[: folder.count(".") + 2])
+
+    inside = {m for m in MODULES if m.startswith(folder + ".")}
+    graph: dict[str, set[str]] = {room(m): set() for m in inside}
+    for module in inside:
+        graph[room(module)] |= {room(t) for _, t in imports(module, MODULES[module]) if t in inside}
+    for name, below in graph.items():
+        below.discard(name)
+    best: dict[str, list[str]] = {}
+
+    def chain(name: str) -> list[str]:  # no cycles (test_no_import_cycles): the recursion ends
+        if name not in best:
+            best[name] = [name, *max((chain(t) for t in sorted(graph[name])), key=len, default=[])]
+        return best[name]
+
+    return max((chain(name) for name in sorted(graph)), key=len, default=[])
+
+
+def test_the_encoder_stays_shallow() -> None:
+    """No chain of imports inside ``encoder/`` is longer than 6 modules: its parts stand beside one another (the
+    cross-encoder beside the bi-encoder, both on one runtime setup), not on one another."""
+    chain = longest_chain(f"{PACKAGE}.encoder")
+    assert len(chain) <= 6, "encoder/ import chain too long:\n" + " -> ".join(chain)
+
+
+def calls(path: Path, attribute: str) -> Iterator[int]:
+    """The lines of a file that call a method named ``attribute`` with no arguments."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attribute
+        if called and not node.args and not node.keywords:  # type: ignore[attr-defined]  # a Call: it has them
+            yield node.lineno
+
+
+def test_a_search_request_travels_whole() -> None:
+    """The command line, the MCP server and the adapters pass the ``SearchRequest`` they built (``request=``),
+    never taken apart into keyword options (``.options()``) for the collection to rebuild and check again."""
+    unpacked = [
+        where(module, line)
+        for module, path in MODULES.items()
+        if layer_of(module) in ("cli", "integrations")
+        for line in calls(path, "options")
+    ]
+    assert not unpacked, "a request taken apart with .options():\n" + "\n".join(unpacked)
+
+
+def test_the_store_seam_takes_one_value_per_call() -> None:
+    """Each search, write and scan of the store protocol takes the collection's name and one value of
+    ``store/calls.py`` (a query, its grouping, a write, a scan): an option is a field there, not an argument
+    spelled again in every engine."""
+    seam = MODULES[f"{PACKAGE}.store.protocol_async"]
+    values = {
+        node.name
+        for node in ast.parse(MODULES[f"{PACKAGE}.store.calls"].read_text(encoding="utf-8")).body
+        if isinstance(node, ast.ClassDef)
+    }
+    spelled = []
+    for node in ast.walk(ast.parse(seam.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in (
+            "query", "query_groups", "upsert", "scroll"
+        ):  # fmt: skip
+            rest = node.args.args[2:]
+            if not rest or any(not (a.annotation and ast.unparse(a.annotation) in values) for a in rest):
+                spelled.append(f"{node.name}({', '.join(ast.unparse(a) for a in node.args.args[1:])})")
+    assert not spelled, "store calls spelling their options as arguments:\n" + "\n".join(spelled)

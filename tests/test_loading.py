@@ -60,7 +60,9 @@ def test_sentence_transformers_save_loads_here(tmp_path: Path) -> None:
     theirs = SentenceTransformer(modules=[word, pooling, dense, st_models.Normalize()], device="cpu")
     theirs.save(str(tmp_path / "st"))
     ours = SentenceEncoder.load(tmp_path / "st", device="cpu", precision="fp32")
-    assert [type(m).__name__ for m in ours.pipeline] == ["Transformer", "Pooling", "Dense", "Normalize"]
+    assert [type(m).__name__ for m in ours.module_list] == ["Transformer", "Pooling", "Dense", "Normalize"]
+    with pytest.warns(DeprecationWarning, match="use SentenceEncoder.module_list"):
+        assert ours.pipeline is ours.module_list  # the old name, kept for a while
     np.testing.assert_allclose(ours.encode(TEXTS), theirs.encode(TEXTS), atol=1e-5)
 
 

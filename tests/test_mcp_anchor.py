@@ -23,6 +23,7 @@ from sbert_qdrant.integrations.mcp import McpSettings, create_server
 from sbert_qdrant.integrations.mcp.filterable import FilterableField
 from sbert_qdrant.store import EdgeStore
 from sbert_qdrant.store.base import CollectionSpec, PointVectors, VectorSpec
+from sbert_qdrant.store.calls import Scan, StoreWrite
 from sbert_qdrant.testing import tiny_encoder
 
 NOTES = [
@@ -83,7 +84,7 @@ def write_edge(path: Path, encoder: SentenceEncoder, vector: str = VECTOR) -> Mc
     store = EdgeStore(path)
     store.create(CollectionSpec("memories", {vector: VectorSpec(384, "cosine")}))
     ids, payloads = their_points(vectors := encoder.encode_document(NOTES))
-    store.upsert("memories", [str(uuid.UUID(i)) for i in ids], PointVectors({vector: vectors}), payloads, True)
+    store.upsert("memories", StoreWrite([str(uuid.UUID(i)) for i in ids], PointVectors({vector: vectors}), payloads))
     store.close()
     return McpSettings(location=str(path), collection_name="memories", filterable_fields=FIELDS)
 
@@ -96,7 +97,9 @@ def stored_payloads(settings: McpSettings) -> dict[str, dict[str, Any]]:
         client.close()
         return {str(p.id): dict(p.payload or {}) for p in points}
     store = EdgeStore(settings.location)
-    found = {r.id: dict(r.payload or {}) for page in store.scroll("memories", VECTOR, False, 100, None) for r in page}
+    found = {
+        r.id: dict(r.payload or {}) for page in store.scroll("memories", Scan(VECTOR, batch_size=100)) for r in page
+    }
     store.close()
     return found
 

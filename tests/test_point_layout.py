@@ -16,6 +16,7 @@ from sbert_qdrant import MultiVectorEncoder, PointLayout, SentenceEncoder, TextC
 from sbert_qdrant.errors import CollectionMismatchError, InvalidArgumentError, UnsupportedError
 from sbert_qdrant.store import ClientStore, EdgeStore
 from sbert_qdrant.store.base import CollectionSpec, Nearest, PointVectors, VectorSpec
+from sbert_qdrant.store.calls import StoreQuery, StoreWrite
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "Best pizza in Naples", "Learning to code in Python"]
 
@@ -102,7 +103,7 @@ def test_a_multivector_slot_is_written_and_searched_by_maxsim_in_the_engine(tmp_
     rng = np.random.default_rng(0)
     spec = CollectionSpec(
         "late",
-        {"dense": VectorSpec(4, "cosine"), "tokens": VectorSpec(4, "dot", multivector=True)},
+        {"dense": VectorSpec(4, "cosine"), "tokens": VectorSpec(4, "dot", "multivector")},
         sparse=frozenset({"bm25"}),
         unindexed=frozenset({"tokens"}),
     )
@@ -114,9 +115,9 @@ def test_a_multivector_slot_is_written_and_searched_by_maxsim_in_the_engine(tmp_
     vectors = PointVectors(
         {"dense": dense}, {"bm25": [([1], [1.0]), ([2], [1.0]), ([1, 2], [0.5, 0.5])]}, {"tokens": tokens}
     )
-    store.upsert("late", ids, vectors, [{"i": i} for i in range(3)], True)
+    store.upsert("late", StoreWrite(ids, vectors, [{"i": i} for i in range(3)]))
     query = rng.normal(size=(2, 4)).astype(np.float32)
-    (rows,) = store.query("late", [Nearest("tokens", query.tolist())], 3, None, None, True)
+    (rows,) = store.query("late", StoreQuery([Nearest("tokens", query.tolist())], 3))
     maxsim = [float((query @ t.T).max(axis=1).sum()) for t in tokens]
     assert [r.payload["i"] for r in rows] == list(np.argsort(maxsim)[::-1])
     assert [r.score for r in rows] == pytest.approx(sorted(maxsim, reverse=True), rel=1e-4)

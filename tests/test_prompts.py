@@ -81,7 +81,7 @@ def test_prompts_round_trip_through_sentence_transformers_with_same_vectors(
     again = SentenceEncoder.load(tmp_path / "theirs", device="cpu", precision="fp32")
     assert again.max_seq_length == 32  # sentence-transformers 6 writes it to the tokenizer config only
     assert again.prompts == PROMPTS and again.default_prompt_name == "classification"
-    again_pooling = again.pipeline[1]
+    again_pooling = again.module_list[1]
     assert isinstance(again_pooling, Pooling) and again_pooling.include_prompt is include_prompt
     assert_same_vectors(vectors_of(again), vectors_of(theirs))
 

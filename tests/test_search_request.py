@@ -16,8 +16,11 @@ from qdrant_client import models
 
 from sbert_qdrant import (
     CrossEncoder,
+    Hybrid,
     InvalidArgumentError,
+    Mmr,
     MultiVectorEncoder,
+    Rerank,
     SearchOptions,
     SearchRequest,
     TextCollection,
@@ -122,7 +125,9 @@ def test_every_option_has_a_test_value_and_one_spelling(cross: CrossEncoder) -> 
     assert set(_values(cross)) == set(fields)
     names = {"models": models}  # imported by the module for type checkers and checks only: no qdrant-client to parse
     hints = get_type_hints(SearchRequest, localns=names)
-    assert get_type_hints(SearchOptions, localns=names) == {k: v for k, v in hints.items() if k != "limit"}
+    grouped = {"mode": Hybrid, "diversity": Mmr, "rerank": Rerank}  # the keyword form also takes the grouped value
+    wanted = {k: v | grouped[k] if k in grouped else v for k, v in hints.items() if k != "limit"}
+    assert get_type_hints(SearchOptions, localns=names) == wanted
     for method in ("search_text", "search_texts", "search_documents", "search_by_vector", "search_similar"):
         params = inspect.signature(getattr(TextCollection, method)).parameters
         assert set(fields) <= set(params), method
@@ -285,3 +290,29 @@ def test_an_untrained_reranker_is_named(cross: CrossEncoder) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         SearchRequest(rerank=trained)
+
+
+def test_a_request_travels_whole_and_options_that_go_together_are_one_value(coll: Any, cross: CrossEncoder) -> None:
+    """``request=`` takes a SearchRequest as it is (never with keyword options beside it); ``Hybrid``, ``Rerank``
+    and ``Mmr`` are the grouped spellings of the flat options, the same search either way."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the random head's warning
+        options = {"mode": "hybrid", "fusion": "rrf", "weights": (1.0, 2.0), "rerank": cross, "limit": 2}
+        flat = SearchRequest.of(
+            {**options, "rerank_candidates": 3, "rerank_weight": 0.5, "diversity": 0.3, "candidates": 4}
+        )
+        together = {"mode": Hybrid("rrf", (1.0, 2.0)), "rerank": Rerank(cross, 3, 0.5), "diversity": Mmr(0.3, 4)}
+        grouped = SearchRequest.of({**together, "limit": 2})
+    assert grouped == flat
+    assert flat.hybrid == Hybrid("rrf", (1.0, 2.0)) and flat.reranking == Rerank(cross, 3, 0.5)
+    assert flat.mmr == Mmr(0.3, 4) and SearchRequest().hybrid is None and SearchRequest().reranking is None
+    request = SearchRequest(limit=2, mode="hybrid", fusion="rrf")
+    assert coll.search_text("sky", request=request) == coll.search_text("sky", 2, mode=Hybrid("rrf"))
+    with pytest.raises(InvalidArgumentError, match=r"fusion= and mode=Hybrid\(...\) both set fusion"):
+        coll.search_text("sky", mode=Hybrid("rrf"), fusion="rrf")
+    with pytest.raises(InvalidArgumentError, match="mode= and request= both give search options"):
+        coll.search_text("sky", request=request, mode="dense")
+    with pytest.raises(InvalidArgumentError, match="limit= and request= both give search options"):
+        coll.search_text("sky", 5, request=request)
+    with pytest.raises(InvalidArgumentError, match="request= must be a SearchRequest"):
+        coll.search_text("sky", request={"limit": 2})

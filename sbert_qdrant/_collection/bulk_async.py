@@ -17,7 +17,7 @@ from qdrant_client import models
 from ..protocols import truncated_tally
 from ..records import UpsertResult
 from .context_async import AsyncCollectionContext
-from .pipeline_async import Pipeline, Step
+from .overlapped_async import OverlappedWrite, Step
 from .schema import paused_indexing, with_paused_indexing
 
 B = TypeVar("B")
@@ -38,14 +38,14 @@ async def write(
     unit: str = "text",
     total: int | None = None,
 ) -> UpsertResult:
-    """Write ``batches`` through the pipeline (``plan`` as in ``Pipeline``; ``total`` records, where known); the
+    """Write ``batches`` overlapped (``plan`` as in ``OverlappedWrite``; ``total`` records, where known); the
     collection is created (and marked as holding ``documents``) once the first batch has passed its checks."""
     start = partial(_start, context, bulk, documents)
-    pipeline = Pipeline(context.name, plan, start, show_progress, unit, total)
+    overlapped = OverlappedWrite(context.name, plan, start, show_progress, unit, total)
     tally = [0]  # texts the encoder cut to its token limit, over every encode call of this write
     token = truncated_tally.set(tally)
     try:
-        result = await pipeline.run(batches)
+        result = await overlapped.run(batches)
     finally:
         truncated_tally.reset(token)
         _warn_truncated(context, tally[0], unit)

@@ -45,10 +45,11 @@ from ..records import (
 )
 from ..search_request import DOCUMENT_CHUNKS, MIN_CANDIDATES, SearchRequest
 from ..store.base import PointVectors
+from ..store.calls import Grouping, Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
-from .pipeline_sync import Step
+from .overlapped_sync import Step
 from .runtime_sync import run_blocking
 from .search import (
     check_limit,
@@ -59,7 +60,7 @@ from .search import (
     tie_ordered,
 )
 from .vectors import FIRST_GROUP, bounded_batch, point_vectors, show_progress
-from .writes import WriteOptions
+from .writes import WriteOptions, points_write
 
 #: What a document search cannot apply, and why.
 _TEXT_OPTIONS = {
@@ -136,7 +137,8 @@ class Documents:
         context.ensure(create=False)
         name, vector = context.name, context.config.vector_name
         first: list[Any] = []
-        for page in context.store.scroll(name, vector, False, limit + 1, first_chunks_only(None), start):
+        scan = Scan(vector, batch_size=limit + 1, query_filter=first_chunks_only(None), offset=start)
+        for page in context.store.scroll(name, scan):
             first = page
             break
         keys = [r.payload[DOCUMENT_KEY]["id"] for r in first if r.payload]
@@ -150,7 +152,7 @@ class Documents:
         config = context.config_for(request.using, request.rescore)
         request.refuse("a document search", _TEXT_OPTIONS)
         depth, chunks, score = request.depth, request.chunks or DOCUMENT_CHUNKS, request.score or "max"
-        plan = search_plan(request, depth * chunks, max(depth * chunks * 4, MIN_CANDIDATES))
+        plan = search_plan(config, request, depth * chunks, max(depth * chunks * 4, MIN_CANDIDATES))
         if plan.fused_mmr:
             raise UnsupportedError(
                 f"diversity={request.diversity} after mode={request.mode!r} is not supported for documents: MMR over "
@@ -160,22 +162,21 @@ class Documents:
                 "documents with mode='dense' and diversity=, or hybrid without it (texts re-order the fused "
                 "candidates themselves)."
             )
-        query_filter, score_threshold = request.query_filter, request.score_threshold
-        texts, selected = check_queries(config, [query], depth, query_filter, score_threshold, plan)
+        texts = check_queries([query])
         context.ensure(create=False)
         config = context.config  # with the slots the stored collection records
         search = (run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
-        groups = context.store.query_groups(
-            context.name, search, GROUP_BY, depth, chunks, chunks_only(selected), score_threshold
-        )
+        grouped = StoreQuery([search], depth, chunks_only(plan.query_filter), request.score_threshold, True)
+        groups = context.store.query_groups(context.name, grouped, Grouping(GROUP_BY, chunks))
         hits = [
             document_hit([(r.score, r.payload or {}) for r in tie_ordered(rows, chunk_index)], score)
             for rows in groups
             if rows
         ]
         shown = request.limit + request.offset
-        if request.rerank is not None:
-            hits = run_blocking(reranked_documents, config, texts[0], hits, request.rerank, shown, score, request.blend)
+        rerank = request.reranking
+        if rerank is not None:
+            hits = run_blocking(reranked_documents, config, texts[0], hits, rerank, shown, score)
         else:
             if score == "sum":
                 hits.sort(key=lambda h: -h.score)
@@ -247,5 +248,5 @@ def _replace(
     removes)."""
     name = context.name
     if points and vectors is not None:
-        context.store.upsert(name, [p.point_id for p in points], vectors, [p.payload for p in points], wait)
+        context.store.upsert(name, points_write(points, vectors, wait))
     context.store.delete(name, None, stale_filter(settled), wait)

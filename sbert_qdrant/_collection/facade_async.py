@@ -18,7 +18,7 @@ from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only
 from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
-from ..search_request import SearchOptions, SearchRequest, takes_search_options
+from ..search_request import SearchOptions, SearchRequest, requested, takes_search_options
 from ..settings import Settings
 from ..store.factory import open_async_store
 from ..types import (
@@ -99,10 +99,7 @@ class AsyncTextCollection(AsyncCollectionBase):
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        options = WriteOptions(
-            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
-        )
-        return await self._texts.upsert(texts, options)
+        return await self._texts.upsert(texts, WriteOptions.of(locals()))
 
     async def reembed(
         self,
@@ -170,7 +167,9 @@ class AsyncTextCollection(AsyncCollectionBase):
         return [key for key, point in zip(keys, points, strict=True) if point in found]
 
     @takes_search_options
-    async def search_text(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
+    async def search_text(
+        self, query: str, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
+    ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
         The options (listed below, each one field of ``SearchRequest``): the mode (``"dense"`` cosine, ``"sparse"``
@@ -179,30 +178,43 @@ class AsyncTextCollection(AsyncCollectionBase):
         ``rerank_candidates``, blended with the retrieval score by ``rerank_weight``; ``Hit.retrieval_score`` keeps
         the retrieval's own), the dense search's ``search_params``, ``using`` a dense slot of ``named_vectors``,
         pagination (``offset``), filters and what each hit carries. An option that cannot apply is refused.
+        ``request=`` takes them all as one ``SearchRequest`` instead (e.g. one an adapter or the CLI built).
         """
-        return (await self.search_texts([query], limit, **options))[0]
+        return (await self.search_texts([query], limit, request=request, **options))[0]
 
     @takes_search_options
     async def search_texts(
-        self, queries: Sequence[str], limit: int = 10, **options: Unpack[SearchOptions]
+        self,
+        queries: Sequence[str],
+        limit: int = 10,
+        *,
+        request: SearchRequest | None = None,
+        **options: Unpack[SearchOptions],
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
-        return await self._texts.search(queries, SearchRequest.of({**options, "limit": limit}))
+        return await self._texts.search(queries, requested(request, limit, options))
 
     @takes_search_options
     async def search_by_vector(
-        self, vector: Sequence[float] | np.ndarray, limit: int = 10, **options: Unpack[SearchOptions]
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 10,
+        *,
+        request: SearchRequest | None = None,
+        **options: Unpack[SearchOptions],
     ) -> list[Hit]:
         """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
         ``query_points(query=vector)``; ``using``: the dense slot (None: the primary). Options that need the
         query's text (mode, diversity, rescore, rerank) are refused."""
-        return await self._texts.search_vector(vector, SearchRequest.of({**options, "limit": limit}))
+        return await self._texts.search_vector(vector, requested(request, limit, options))
 
     @takes_search_options
-    async def search_similar(self, id: Key, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
+    async def search_similar(
+        self, id: Key, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
+    ) -> list[Hit]:
         """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
         qdrant-client's ``query_points(query=point_id)``; the options as ``search_by_vector``'s."""
-        return await self._texts.search_similar(id, SearchRequest.of({**options, "limit": limit}))
+        return await self._texts.search_similar(id, requested(request, limit, options))
 
     async def scroll(
         self,
@@ -248,9 +260,7 @@ class AsyncTextCollection(AsyncCollectionBase):
         ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
         ``upsert_texts``.
         """
-        options = WriteOptions(
-            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
-        )
+        options = WriteOptions.of(locals())
         return await self._documents.upsert(documents, options, chunk_tokens, overlap_tokens, context_field)
 
     async def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
@@ -270,7 +280,7 @@ class AsyncTextCollection(AsyncCollectionBase):
 
     @takes_search_options
     async def search_documents(
-        self, query: str, limit: int = 10, **options: Unpack[SearchOptions]
+        self, query: str, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
     ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
 
@@ -281,7 +291,7 @@ class AsyncTextCollection(AsyncCollectionBase):
         local mode) groups in the engine; on Qdrant Edge the best chunks are fetched until ``limit`` documents are
         found, so no document is crowded out by another's chunks.
         """
-        return await self._documents.search(query, SearchRequest.of({**options, "limit": limit}))
+        return await self._documents.search(query, requested(request, limit, options))
 
     # -- duplicates ------------------------------------------------------------------------------------------------
 

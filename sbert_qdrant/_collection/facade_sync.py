@@ -20,7 +20,7 @@ from ..documents import DocumentHit, StoredDocument, chunk_point_id, chunks_only
 from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import Hit, Key, StoredText, UpsertResult, check_ids, point_id
-from ..search_request import SearchOptions, SearchRequest, takes_search_options
+from ..search_request import SearchOptions, SearchRequest, requested, takes_search_options
 from ..settings import Settings
 from ..store.factory import open_store
 from ..types import (
@@ -101,10 +101,7 @@ class TextCollection(CollectionBase):
         load leaves indexing paused until the next ``optimize()`` or bulk load ends). Edge and local mode index on
         ``optimize()`` only, so there it just builds the index at the end.
         """
-        options = WriteOptions(
-            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
-        )
-        return self._texts.upsert(texts, options)
+        return self._texts.upsert(texts, WriteOptions.of(locals()))
 
     def reembed(
         self,
@@ -172,7 +169,9 @@ class TextCollection(CollectionBase):
         return [key for key, point in zip(keys, points, strict=True) if point in found]
 
     @takes_search_options
-    def search_text(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
+    def search_text(
+        self, query: str, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
+    ) -> list[Hit]:
         """The ``limit`` stored texts best matching ``query``, best first (documents: ``search_documents``).
 
         The options (listed below, each one field of ``SearchRequest``): the mode (``"dense"`` cosine, ``"sparse"``
@@ -181,30 +180,43 @@ class TextCollection(CollectionBase):
         ``rerank_candidates``, blended with the retrieval score by ``rerank_weight``; ``Hit.retrieval_score`` keeps
         the retrieval's own), the dense search's ``search_params``, ``using`` a dense slot of ``named_vectors``,
         pagination (``offset``), filters and what each hit carries. An option that cannot apply is refused.
+        ``request=`` takes them all as one ``SearchRequest`` instead (e.g. one an adapter or the CLI built).
         """
-        return (self.search_texts([query], limit, **options))[0]
+        return (self.search_texts([query], limit, request=request, **options))[0]
 
     @takes_search_options
     def search_texts(
-        self, queries: Sequence[str], limit: int = 10, **options: Unpack[SearchOptions]
+        self,
+        queries: Sequence[str],
+        limit: int = 10,
+        *,
+        request: SearchRequest | None = None,
+        **options: Unpack[SearchOptions],
     ) -> list[list[Hit]]:
         """``search_text`` for many queries: one encode, one batched query (and one cross-encoder pass)."""
-        return self._texts.search(queries, SearchRequest.of({**options, "limit": limit}))
+        return self._texts.search(queries, requested(request, limit, options))
 
     @takes_search_options
     def search_by_vector(
-        self, vector: Sequence[float] | np.ndarray, limit: int = 10, **options: Unpack[SearchOptions]
+        self,
+        vector: Sequence[float] | np.ndarray,
+        limit: int = 10,
+        *,
+        request: SearchRequest | None = None,
+        **options: Unpack[SearchOptions],
     ) -> list[Hit]:
         """The ``limit`` texts nearest to a dense vector you encoded (``encoder.encode_query``), as qdrant-client's
         ``query_points(query=vector)``; ``using``: the dense slot (None: the primary). Options that need the
         query's text (mode, diversity, rescore, rerank) are refused."""
-        return self._texts.search_vector(vector, SearchRequest.of({**options, "limit": limit}))
+        return self._texts.search_vector(vector, requested(request, limit, options))
 
     @takes_search_options
-    def search_similar(self, id: Key, limit: int = 10, **options: Unpack[SearchOptions]) -> list[Hit]:
+    def search_similar(
+        self, id: Key, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
+    ) -> list[Hit]:
         """ "More like this": the ``limit`` texts nearest to the stored text ``id`` (itself left out), as
         qdrant-client's ``query_points(query=point_id)``; the options as ``search_by_vector``'s."""
-        return self._texts.search_similar(id, SearchRequest.of({**options, "limit": limit}))
+        return self._texts.search_similar(id, requested(request, limit, options))
 
     def scroll(
         self,
@@ -250,9 +262,7 @@ class TextCollection(CollectionBase):
         ``Chunking.of(encoder, chunk_tokens, overlap_tokens, context_field).inputs(text, payload)``. ``bulk`` as in
         ``upsert_texts``.
         """
-        options = WriteOptions(
-            ids, payloads, batch_size, wait, on_conflict, show_progress_bar, vectors, vectors_from, bulk
-        )
+        options = WriteOptions.of(locals())
         return self._documents.upsert(documents, options, chunk_tokens, overlap_tokens, context_field)
 
     def delete_documents(self, ids: Sequence[Key], wait: bool = True) -> None:
@@ -269,7 +279,9 @@ class TextCollection(CollectionBase):
         return self._documents.scroll(limit, offset)
 
     @takes_search_options
-    def search_documents(self, query: str, limit: int = 10, **options: Unpack[SearchOptions]) -> list[DocumentHit]:
+    def search_documents(
+        self, query: str, limit: int = 10, *, request: SearchRequest | None = None, **options: Unpack[SearchOptions]
+    ) -> list[DocumentHit]:
         """The ``limit`` documents best matching ``query``, one hit each, with up to ``chunks`` matching chunks.
 
         Every stage of ``search_text`` applies, over chunks: the modes, MMR (chunks picked by maximal marginal
@@ -279,7 +291,7 @@ class TextCollection(CollectionBase):
         local mode) groups in the engine; on Qdrant Edge the best chunks are fetched until ``limit`` documents are
         found, so no document is crowded out by another's chunks.
         """
-        return self._documents.search(query, SearchRequest.of({**options, "limit": limit}))
+        return self._documents.search(query, requested(request, limit, options))
 
     # -- duplicates ------------------------------------------------------------------------------------------------
 

@@ -14,11 +14,12 @@ from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
 from ..store.base import StoredRecord
+from ..store.calls import Scan
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .names import check_name
-from .pipeline_async import Step
+from .overlapped_async import Step
 from .schema import CollectionConfig
 from .texts_async import plan_points
 from .vectors import bounded_batch, show_progress
@@ -66,7 +67,7 @@ async def reembed_into(
     )
     batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
-    async for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
+    async for page in source.store.scroll(source.name, Scan(config.vector_name)):
         records.extend(page)
     return await write(
         target,

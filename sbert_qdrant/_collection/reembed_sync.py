@@ -16,11 +16,12 @@ from ..errors import InvalidArgumentError
 from ..protocols import TextEncoder, TokenEncoder
 from ..records import PreparedPoint, UpsertResult
 from ..store.base import StoredRecord
+from ..store.calls import Scan
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
 from .names import check_name
-from .pipeline_sync import Step
+from .overlapped_sync import Step
 from .schema import CollectionConfig
 from .texts_sync import plan_points
 from .vectors import bounded_batch, show_progress
@@ -68,7 +69,7 @@ def reembed_into(
     )
     batch = bounded_batch(target.config, batch)
     records: list[StoredRecord] = []
-    for page in source.store.scroll(source.name, config.vector_name, False, 1024, None):
+    for page in source.store.scroll(source.name, Scan(config.vector_name)):
         records.extend(page)
     return write(
         target,

@@ -165,7 +165,7 @@ class CollectionConfig:
         sparse = self.layout.sparse
         return CollectionSpec(
             name=self.collection_name,
-            vectors={s.name: VectorSpec(s.size, s.distance, s.kind == "multivector") for s in vectors},
+            vectors={s.name: VectorSpec(s.size, s.distance, s.kind) for s in vectors},
             sparse=frozenset({sparse.name}) if sparse is not None else frozenset(),
             unindexed=frozenset(s.name for s in vectors if not s.index),
             on_disk=self.on_disk,
@@ -232,11 +232,11 @@ class CollectionConfig:
         extra = [
             VectorSlot(
                 name,
-                "multivector" if spec.multivector else "dense",
+                spec.kind,
                 spec.size,
                 cast(Distance, spec.distance),  # as every engine reports it: one of DISTANCES
                 written_by.get(name),
-                index=not spec.multivector,
+                index=spec.kind != "multivector",
             )
             for name, spec in sorted(existing.vectors.items())
             if name not in known
@@ -290,7 +290,7 @@ class CollectionConfig:
                     f"collection {name!r} has no vector named {slot.name!r} (it has {sorted(existing.vectors)}); "
                     f"pass vector_name= one of those, or recreate=True to replace the collection."
                 )
-            wanted = VectorSpec(slot.size, slot.distance, slot.kind == "multivector")
+            wanted = VectorSpec(slot.size, slot.distance, slot.kind)
             if found != wanted:
                 raise CollectionMismatchError(
                     f"collection {name!r} stores {found.size}-dim {found.distance} vectors under {slot.name!r}, "

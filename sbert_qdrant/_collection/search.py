@@ -14,9 +14,9 @@ from qdrant_client import models
 from ..documents import DocumentHit
 from ..encoder import Bm25
 from ..errors import CollectionMismatchError, InvalidArgumentError, InvalidInputError
-from ..protocols import Reranker
+from ..protocols import Reranker, TextEncoder, TokenEncoder
 from ..records import Hit, check_text
-from ..search_request import MIN_CANDIDATES, SearchRequest
+from ..search_request import MIN_CANDIDATES, Rerank, SearchRequest
 from ..store.base import (
     Diversified,
     Fused,
@@ -27,7 +27,7 @@ from ..store.base import (
     SearchQuery,
     default_search,
 )
-from ..types import Fusion, SearchMode
+from ..types import SearchMode
 from .filters import engine_filter
 from .schema import CollectionConfig
 from .vectors import encode_documents, encode_queries
@@ -43,28 +43,28 @@ MMR_MIN = 20
 
 @dataclass(frozen=True)
 class SearchPlan:
-    """How to turn query texts into engine searches; ``symmetric`` encodes them as stored texts (duplicates)."""
+    """A checked request as the engine searches it: the request itself, its dense slot resolved, its filter in the
+    engine's form, and the candidates each stage draws; ``symmetric`` encodes queries as stored texts
+    (duplicates)."""
 
-    mode: SearchMode = "dense"
-    fusion: Fusion = "dbsf"
-    weights: tuple[float, float] | None = None
-    diversity: float | None = None
+    request: SearchRequest
+    #: The dense slot searched (the request's ``using``, resolved: the primary when it names none) and its encoder.
+    using: str
+    encoder: TextEncoder
+    #: The engine filter of the request's ``query_filter`` (before a path adds its own: texts or chunks only).
+    query_filter: models.Filter | None
     candidates: int = MIN_CANDIDATES
+    #: Hits each source of a fusion draws; MMR after a fusion picks among the best ``candidates`` of the fusion of
+    #: sources as deep as the fusion's own.
+    drawn: int = MIN_CANDIDATES
+    #: The token encoder of the request's ``rescore`` slot (late interaction; None: none).
+    tokens: TokenEncoder | None = None
     symmetric: bool = False
-    #: The dense search's HNSW ef, exact search, quantization rescoring and oversampling (None: the engine's).
-    params: models.SearchParams | None = None
-    #: The dense slot searched (None: the primary).
-    using: str | None = None
-    #: The multivector slot whose MaxSim re-scores the ``candidates`` found (late interaction; None: none).
-    rescore: str | None = None
-    #: Hits each source of a fusion draws (None: ``candidates``); MMR after a fusion picks among the best
-    #: ``candidates`` of the fusion of sources as deep as the fusion's own.
-    drawn: int | None = None
 
     @property
     def fused_mmr(self) -> bool:
         """Whether MMR re-orders a sparse or hybrid search's candidates (by their own relevance, in the collection)."""
-        return self.diversity is not None and self.mode != "dense"
+        return self.request.mmr is not None and self.request.mode != "dense"
 
 
 def check_limit(limit: object) -> None:
@@ -73,65 +73,57 @@ def check_limit(limit: object) -> None:
         raise InvalidArgumentError(f"limit={limit!r} must be a positive integer.")
 
 
-def search_plan(request: SearchRequest, points: int, candidates: int) -> SearchPlan:
-    """The engine side of a checked request. ``points``: the points the path reads (texts: the depth; documents:
-    chunks of the depth's documents); ``candidates``: the path's default when the request gives none (MMR's
-    default instead: twice ``points``, at least ``MMR_MIN``; never fewer than the request's depth)."""
-    weights = None if request.weights is None else (float(request.weights[0]), float(request.weights[1]))
+def search_plan(
+    settings: CollectionConfig, request: SearchRequest, points: int, candidates: int, symmetric: bool = False
+) -> SearchPlan:
+    """The engine side of a checked request, each slot it names resolved once (an unknown one refused before
+    anything is encoded). ``points``: the points the path reads (texts: the depth; documents: chunks of the
+    depth's documents); ``candidates``: the path's default when the request gives none (MMR's default instead:
+    twice ``points``, at least ``MMR_MIN``; never fewer than the request's depth)."""
+    using, encoder = settings.encoder_of(request.using)
+    tokens = None if request.rescore is None else settings.token_encoder_of(request.rescore)
+    threshold = request.score_threshold  # a finite number (the request's check); dense: in the distance's range
+    if threshold is not None and request.mode == "dense":
+        distance = settings.layout.slot(using).distance
+        low, high = _SCORE_RANGES.get(distance, (-np.inf, np.inf))
+        if not low <= threshold <= high:
+            raise InvalidArgumentError(
+                f"score_threshold={threshold!r} is outside the {distance} score range [{low}, {high}]."
+            )
     drawn = max(candidates if request.candidates is None else request.candidates, request.depth)
     if request.candidates is not None:
         candidates = request.candidates
     elif request.diversity is not None:
         candidates = max(2 * points, MMR_MIN)
     return SearchPlan(
-        request.mode,
-        request.fusion or "dbsf",
-        weights,
-        None if request.diversity is None else float(request.diversity),
+        request,
+        using,
+        encoder,
+        engine_filter(request.query_filter),
         max(candidates, request.depth),
-        params=request.search_params,
-        using=request.using,
-        rescore=request.rescore,
-        drawn=drawn,
+        drawn,
+        tokens,
+        symmetric,
     )
 
 
-def check_queries(
-    settings: CollectionConfig,
-    queries: Sequence[str],
-    limit: int,
-    query_filter: Any,
-    score_threshold: float | None,
-    plan: SearchPlan,
-) -> tuple[list[str], models.Filter | None]:
-    """The query texts and the engine filter, checked (before anything is encoded or asked)."""
+#: The scores each dense distance gives (a threshold outside them would keep every hit, or none).
+_SCORE_RANGES = {"cosine": (-1.0, 1.0), "euclid": (0.0, np.inf), "manhattan": (0.0, np.inf)}
+
+
+def check_queries(queries: Sequence[str]) -> list[str]:
+    """The query texts, checked (before anything is encoded or asked)."""
     if isinstance(queries, str) or not isinstance(queries, Sequence):
         raise InvalidInputError(f"queries must be a list of str, not {type(queries).__name__}; wrap it: [query].")
-    name, _ = settings.encoder_of(plan.using)  # an unknown slot is refused here, before anything is encoded
-    if plan.rescore is not None:
-        settings.token_encoder_of(plan.rescore)
-    if score_threshold is not None and plan.mode != "dense":
-        if not isinstance(score_threshold, (int, float)) or not np.isfinite(score_threshold):
-            raise InvalidArgumentError(f"score_threshold={score_threshold!r} must be a finite number.")
-    elif score_threshold is not None:
-        distance = settings.layout.slot(name).distance
-        low, high = {"cosine": (-1.0, 1.0), "euclid": (0.0, np.inf), "manhattan": (0.0, np.inf)}.get(
-            distance, (-np.inf, np.inf)
-        )
-        if not isinstance(score_threshold, (int, float)) or not low <= score_threshold <= high:
-            raise InvalidArgumentError(
-                f"score_threshold={score_threshold!r} is outside the {distance} score range [{low}, {high}]."
-            )
-    texts = [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
-    return texts, engine_filter(query_filter)
+    return [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
 
 
-def require_sparse(settings: CollectionConfig, bm25: Bm25 | None, plan: SearchPlan) -> None:
+def require_sparse(settings: CollectionConfig, bm25: Bm25 | None, mode: SearchMode) -> None:
     """Refuse a sparse or hybrid search of a collection without BM25 vectors, naming the fix."""
-    if plan.mode != "dense" and bm25 is None:
+    if mode != "dense" and bm25 is None:
         raise CollectionMismatchError(
             f"collection {settings.collection_name!r} has no BM25 vectors written by sbert-qdrant, so "
-            f"mode={plan.mode!r} cannot search it: use mode='dense', or re-index its texts into a new collection "
+            f"mode={mode!r} cannot search it: use mode='dense', or re-index its texts into a new collection "
             "(TextCollection(new_name, sparse='bm25').upsert_texts(...)); an existing collection is never "
             "recreated silently."
         )
@@ -141,38 +133,39 @@ def engine_searches(
     settings: CollectionConfig, bm25: Bm25 | None, texts: list[str], plan: SearchPlan
 ) -> list[SearchQuery]:
     """Encode query texts and build one engine search each (blocking: run off the event loop)."""
-    require_sparse(settings, bm25, plan)
-    name, _ = settings.encoder_of(plan.using)
+    request, name = plan.request, plan.using
+    require_sparse(settings, bm25, request.mode)
     dense: list[list[float]] = []
-    if plan.mode != "sparse" or plan.diversity is not None:
+    if request.mode != "sparse" or request.diversity is not None:
         encode = encode_documents if plan.symmetric else encode_queries
         dense = encode(settings, texts, name).tolist()
     sparse = settings.layout.sparse
-    lexical = [bm25.embed_query(t) for t in texts] if bm25 is not None and plan.mode != "dense" else []
+    lexical = [bm25.embed_query(t) for t in texts] if bm25 is not None and request.mode != "dense" else []
     tokens: list[list[list[float]]] = []
-    if plan.rescore is not None:
-        encoder = settings.token_encoder_of(plan.rescore)
-        tokens = [
-            np.asarray(m, dtype=np.float32).tolist() for m in encoder.encode_query(texts, settings.encode_batch_size)
-        ]
+    if plan.tokens is not None:
+        encoded = plan.tokens.encode_query(texts, settings.encode_batch_size)
+        tokens = [np.asarray(m, dtype=np.float32).tolist() for m in encoded]
+    hybrid, mmr = request.hybrid, request.mmr
     searches: list[SearchQuery] = []
     for i in range(len(texts)):
         base: Nearest | Fused | Rescored
-        if plan.mode == "dense":
-            base = dense_search(settings, name, dense[i], plan)
-        elif plan.mode == "sparse":
-            base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is there
-        else:
-            lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
+        if hybrid is not None:
+            lexical_source = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]  # require_sparse: it is
             sources = (dense_search(settings, name, dense[i], plan), lexical_source)
-            base = Fused(sources, plan.fusion, plan.drawn or plan.candidates, plan.weights, RRF_K)
-        if plan.rescore is not None:
-            searches.append(Rescored(base, plan.rescore, tokens[i], plan.candidates))
-        elif plan.diversity is None:
+            weights = None if hybrid.weights is None else (float(hybrid.weights[0]), float(hybrid.weights[1]))
+            base = Fused(sources, hybrid.fusion, plan.drawn, weights, RRF_K)
+        elif request.mode == "sparse":
+            base = Nearest(sparse.name, lexical[i])  # type: ignore[union-attr]
+        else:
+            base = dense_search(settings, name, dense[i], plan)
+        if request.rescore is not None:
+            searches.append(Rescored(base, request.rescore, tokens[i], plan.candidates))
+        elif mmr is None:
             searches.append(base)
         else:
-            source = None if plan.mode == "dense" else base
-            searches.append(Diversified(name, dense[i], plan.diversity, plan.candidates, source, plan.params))
+            source = None if request.mode == "dense" else base
+            params = request.search_params
+            searches.append(Diversified(name, dense[i], mmr.diversity, plan.candidates, source, params))
     return searches
 
 
@@ -180,7 +173,8 @@ def dense_search(settings: CollectionConfig, name: str, vector: list[float], pla
     """The nearest points of dense slot ``name``; where it has a first stage, its ``candidates`` nearest by the
     vector's first values, re-scored by the full vector in the engine (prefetch, then query). Without
     ``search_params``, a quantized collection's codes are searched oversampled and re-scored by the originals."""
-    params = plan.params if plan.params is not None else default_search(settings.quantization)
+    params = plan.request.search_params
+    params = params if params is not None else default_search(settings.quantization)
     first = settings.layout.first_stage(name)
     if first is None:
         return Nearest(name, vector, params)
@@ -278,6 +272,11 @@ def blended_scores(cross: Sequence[float], retrieval: Sequence[float], weight: f
     return [weight * c + (1 - weight) * r for c, r in zip(scaled(cross), scaled(retrieval), strict=True)]
 
 
+def _weight(rerank: Rerank) -> float:
+    """The re-ranker's weight in the blend (1: its score alone)."""
+    return 1.0 if rerank.weight is None else float(rerank.weight)
+
+
 def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple[str, str]]) -> list[float]:
     """One score per pair; equal pairs are scored once, so they tie exactly on every CPU (and cost one pass)."""
     distinct = list(dict.fromkeys(pairs))
@@ -289,39 +288,28 @@ def _cross_scores(settings: CollectionConfig, cross: Reranker, pairs: list[tuple
 
 
 def reranked(
-    settings: CollectionConfig,
-    queries: list[str],
-    found: list[list[Hit]],
-    cross: Reranker,
-    limit: int,
-    weight: float,
+    settings: CollectionConfig, queries: list[str], found: list[list[Hit]], rerank: Rerank, limit: int
 ) -> list[list[Hit]]:
-    """Each query's hits re-scored by the re-ranker (blended with their retrieval score by ``weight``), best
+    """Each query's hits re-scored by the re-ranker (blended with their retrieval score by its weight), best
     ``limit`` first (blocking)."""
     pairs = [(q, h.text or "") for q, hits in zip(queries, found, strict=True) for h in hits]
-    scores = iter(_cross_scores(settings, cross, pairs))
+    scores = iter(_cross_scores(settings, rerank.model, pairs))
     out = []
     for hits in found:
-        new = blended_scores([next(scores) for _ in hits], [h.score for h in hits], weight)
+        new = blended_scores([next(scores) for _ in hits], [h.score for h in hits], _weight(rerank))
         rescored = [replace(h, score=s, retrieval_score=h.score) for h, s in zip(hits, new, strict=True)]
         out.append(sorted(rescored, key=lambda h: -h.score)[:limit])
     return out
 
 
 def reranked_documents(
-    settings: CollectionConfig,
-    query: str,
-    hits: list[DocumentHit],
-    cross: Reranker,
-    limit: int,
-    scoring: str,
-    weight: float,
+    settings: CollectionConfig, query: str, hits: list[DocumentHit], rerank: Rerank, limit: int, scoring: str
 ) -> list[DocumentHit]:
     """Documents re-scored by the re-ranker over their listed chunks (each chunk's score blended with its retrieval
-    score by ``weight``, over all listed chunks), best ``limit`` first (blocking)."""
+    score by its weight, over all listed chunks), best ``limit`` first (blocking)."""
     listed = [c for h in hits for c in h.chunks]
-    cross_scores = _cross_scores(settings, cross, [(query, c.text) for c in listed])
-    scores = iter(blended_scores(cross_scores, [c.score for c in listed], weight))
+    cross_scores = _cross_scores(settings, rerank.model, [(query, c.text) for c in listed])
+    scores = iter(blended_scores(cross_scores, [c.score for c in listed], _weight(rerank)))
     out = []
     for hit in hits:
         chunks = [replace(c, score=next(scores), retrieval_score=c.score) for c in hit.chunks]

@@ -33,12 +33,13 @@ from ..records import (
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
 from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
+from ..store.calls import Scan, StoreQuery
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
 from .duplicates import DuplicatePair, most_similar_pairs, pair_scores, split_pairs, without_self
 from .filters import engine_filter
-from .pipeline_async import Step
+from .overlapped_async import Step
 from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
@@ -54,7 +55,7 @@ from .search import (
     search_plan,
 )
 from .vectors import bounded_batch, point_vectors, show_progress
-from .writes import WriteOptions
+from .writes import WriteOptions, points_write
 
 #: What a text search cannot apply, and why.
 _DOCUMENT_OPTIONS = {
@@ -125,43 +126,50 @@ class AsyncTexts:
     async def search(self, queries: Sequence[str], request: SearchRequest) -> list[list[Hit]]:
         """Each query's ``limit`` best texts after the first ``offset``, re-ranked when ``rerank`` is given."""
         request.refuse("a text search", _DOCUMENT_OPTIONS)
-        plan = search_plan(request, request.depth, max(request.depth, MIN_CANDIDATES))
-        found = await self._search(queries, request, plan)
-        if request.rerank is not None and found:
+        found = await self._search(queries, request)
+        rerank = request.reranking
+        if rerank is not None and found:
             shown = request.limit + request.offset
-            found = await run_blocking(
-                reranked, self.context.config, list(queries), found, request.rerank, shown, request.blend
-            )
+            found = await run_blocking(reranked, self.context.config, list(queries), found, rerank, shown)
         return await self._paged(found, request.offset, request.with_vectors)
 
-    async def search_vector(
-        self, vector: Sequence[float] | np.ndarray, request: SearchRequest, exclude: str | None = None
-    ) -> list[Hit]:
-        """The ``limit`` texts nearest to a dense vector of the slot ``using`` (``exclude``: a point left out)."""
-        context = self.context
-        config = await context.config_for(request.using)
+    async def search_vector(self, vector: Sequence[float] | np.ndarray, request: SearchRequest) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector of the slot ``using``."""
+        return await self._nearest(vector, await self._vector_plan(request))
+
+    async def _vector_plan(self, request: SearchRequest) -> SearchPlan:
+        """The plan of a search by a vector of the slot ``using``."""
+        config = await self.context.config_for(request.using)
         request.refuse("a search by vector", _VECTOR_REFUSED)
-        name, encoder = config.encoder_of(request.using)
+        return search_plan(config, request, request.depth, max(request.depth, MIN_CANDIDATES))
+
+    async def _nearest(
+        self, vector: Sequence[float] | np.ndarray, plan: SearchPlan, exclude: str | None = None
+    ) -> list[Hit]:
+        """The ``limit`` texts nearest to a dense vector of the plan's slot (``exclude``: a point left out)."""
+        context, request = self.context, plan.request
         query = np.asarray(vector, dtype=np.float32).reshape(-1)
-        if query.shape != (encoder.dimension,) or not np.isfinite(query).all():
+        if query.shape != (plan.encoder.dimension,) or not np.isfinite(query).all():
             raise InvalidArgumentError(
-                f"vector has shape {np.shape(vector)}: pass {encoder.dimension} finite numbers, a vector of the "
-                f"model of slot {name!r} (its encode_query)."
+                f"vector has shape {np.shape(vector)}: pass {plan.encoder.dimension} finite numbers, a vector of the "
+                f"model of slot {plan.using!r} (its encode_query)."
             )
-        plan = search_plan(request, request.depth, max(request.depth, MIN_CANDIDATES))
-        _, selected = check_queries(config, [], request.depth, request.query_filter, request.score_threshold, plan)
+        selected = plan.query_filter
         if exclude is not None:
             selected = models.Filter(
                 must=[selected] if selected else None, must_not=[models.HasIdCondition(has_id=[exclude])]
             )
         await context.ensure(create=False)
+        config = context.config
         found = await context.store.query(
             context.name,
-            [dense_search(config, name, query.tolist(), plan)],
-            request.depth,
-            context.texts_only(selected),
-            request.score_threshold,
-            payload_selector(config, request.with_payload, None),
+            StoreQuery(
+                [dense_search(config, plan.using, query.tolist(), plan)],
+                request.depth,
+                context.texts_only(selected),
+                request.score_threshold,
+                payload_selector(config, request.with_payload, None),
+            ),
         )
         return (await self._paged([hits(config, found[0])], request.offset, request.with_vectors))[0]
 
@@ -169,12 +177,12 @@ class AsyncTexts:
         """ "More like this": the texts nearest to the stored text ``id`` in the slot ``using``, itself left out."""
         context = self.context
         point = point_id(check_id(id, "id"))
-        name, _ = (await context.config_for(request.using)).encoder_of(request.using)
+        plan = await self._vector_plan(request)
         await context.ensure(create=False)
-        found = await context.store.retrieve(context.name, name, [point], True)
+        found = await context.store.retrieve(context.name, plan.using, [point], True)
         if not found or found[0].vector is None or is_chunk(found[0].payload or {}):
             raise InvalidArgumentError(f"id={id!r} is not a stored text; pass an id upsert_texts returned.")
-        return await self.search_vector(found[0].vector, request, exclude=point)
+        return await self._nearest(found[0].vector, plan, exclude=point)
 
     async def scroll(
         self, scroll_filter: models.Filter | None, limit: int, offset: Key | None, with_vectors: bool
@@ -188,7 +196,7 @@ class AsyncTexts:
         config = context.config
         first: list[StoredRecord] = []
         pages = context.store.scroll(
-            context.name, config.vector_name, with_vectors, limit + 1, context.texts_only(selected), start
+            context.name, Scan(config.vector_name, with_vectors, limit + 1, context.texts_only(selected), start)
         )
         async for page in pages:
             first = page
@@ -207,29 +215,28 @@ class AsyncTexts:
         vectors = {r.id: r.vector for r in stored}
         return [[replace(h, vector=vectors.get(h.point_id)) for h in rows] for rows in found]
 
-    async def _search(self, queries: Sequence[str], request: SearchRequest, plan: SearchPlan) -> list[list[Hit]]:
+    async def _search(self, queries: Sequence[str], request: SearchRequest, symmetric: bool = False) -> list[list[Hit]]:
         """The engine's best texts for each query, as many as the request's depth (before any re-ranker)."""
         context = self.context
         config = await context.config_for(request.using, request.rescore)
-        depth, threshold = request.depth, request.score_threshold
-        texts, selected = check_queries(config, queries, depth, request.query_filter, threshold, plan)
+        depth = request.depth
+        plan = search_plan(config, request, depth, max(depth, MIN_CANDIDATES), symmetric)
+        texts = check_queries(queries)
         await context.ensure(create=False)
         config = context.config  # with the slots the stored collection records
         if not texts:
             return []
         searches = await run_blocking(engine_searches, config, context.bm25, texts, plan)
         selector = payload_selector(config, request.with_payload, request.rerank)
+        selected, threshold = context.texts_only(plan.query_filter), request.score_threshold
         if plan.fused_mmr:  # MMR over the fused (or BM25) candidates by their own relevance, here: every engine alike
             diversified = [s for s in searches if isinstance(s, Diversified) and s.source is not None]
             sources = [s.source for s in diversified if s.source is not None]
-            found = await context.store.query(
-                context.name, sources, plan.candidates, context.texts_only(selected), threshold, selector
-            )
-            found = await self._diversified(diversified, found, depth)
+            query = StoreQuery(sources, plan.candidates, selected, threshold, selector)
+            found = await self._diversified(diversified, await context.store.query(context.name, query), depth)
         else:
-            found = await context.store.query(
-                context.name, searches, depth, context.texts_only(selected), threshold, selector
-            )
+            query = StoreQuery(searches, depth, selected, threshold, selector)
+            found = await context.store.query(context.name, query)
         if context.documents and not any(found):
             await self._require_texts()
         return [hits(config, rows) for rows in found]
@@ -267,8 +274,7 @@ class AsyncTexts:
         """Each text's stored duplicates, the record stored from the very same text left out."""
         check_limit(limit)
         cut = await self._threshold(threshold)
-        request = SearchRequest(limit=limit + 1, score_threshold=cut)
-        found = await self._search(texts, request, SearchPlan(symmetric=True))
+        found = await self._search(texts, SearchRequest(limit=limit + 1, score_threshold=cut), symmetric=True)
         return without_self(texts, found, limit)
 
     async def calibrate_threshold(self, labelled_pairs: Iterable[tuple[str, str, int | bool]]) -> Calibration:
@@ -290,7 +296,8 @@ class AsyncTexts:
         cut = await self._threshold(threshold)
         records: list[StoredRecord] = []
         config = context.config
-        async for page in context.store.scroll(context.name, config.vector_name, True, 1024, context.texts_only(None)):
+        scan = Scan(config.vector_name, with_vectors=True, query_filter=context.texts_only(None))
+        async for page in context.store.scroll(context.name, scan):
             records.extend(page)
         return await run_blocking(most_similar_pairs, config, records, cut, top_k, limit, block_size)
 
@@ -338,8 +345,7 @@ async def _write_points(
     context: AsyncCollectionContext, points: list[PreparedPoint], wait: bool, vectors: PointVectors | None
 ) -> None:
     if vectors is not None:
-        ids, payloads = [p.point_id for p in points], [p.payload for p in points]
-        await context.store.upsert(context.name, ids, vectors, payloads, wait)
+        await context.store.upsert(context.name, points_write(points, vectors, wait))
 
 
 def _given(points: list[PreparedPoint]) -> list[np.ndarray] | None:

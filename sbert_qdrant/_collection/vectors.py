@@ -124,14 +124,14 @@ def point_vectors(
         beside = bm25 is not None and sparse is not None and on_accelerator(settings.encoder)
         weights = aside.submit(bm25.embed_documents, texts) if bm25 is not None and beside else None
         dense = _dense(settings, texts, encoded, given, progress)
-        multi = {
+        tokens = {
             name: [np.asarray(m, dtype=np.float32) for m in encoder.encode_document(texts, settings.encode_batch_size)]
             for name, encoder in settings.token_encoders.items()
         }
         lexical = {}
         if bm25 is not None and sparse is not None:
             lexical[sparse.name] = weights.result() if weights is not None else bm25.embed_documents(texts)
-    return PointVectors(dense, lexical, multi)
+    return PointVectors(dense, lexical, tokens)
 
 
 def _dense(

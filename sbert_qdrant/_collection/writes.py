@@ -1,12 +1,15 @@
-"""What a write of records takes besides the records, as one value: the texts' and the documents' writes read it."""
+"""What a write of records takes besides the records, as one value the texts' and the documents' writes read; and
+the store write of a batch of points."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ..records import Key
+from ..records import Key, PreparedPoint
+from ..store.base import PointVectors
+from ..store.calls import StoreWrite
 from ..types import OnConflict
 
 
@@ -23,3 +26,13 @@ class WriteOptions:
     vectors: Sequence[Any] | None = None
     vectors_from: str | None = None
     bulk: bool = False
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> WriteOptions:
+        """The options among a write method's arguments (its ``locals()``), by name."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
+
+
+def points_write(points: Sequence[PreparedPoint], vectors: PointVectors, wait: bool) -> StoreWrite:
+    """The store write of prepared points and their vectors."""
+    return StoreWrite([p.point_id for p in points], vectors, [p.payload for p in points], wait)

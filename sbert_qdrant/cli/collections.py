@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidArgumentError, PartialWriteError
-from ..types import FILE_FORMATS, FUSIONS, ON_CONFLICTS, SCORINGS, SEARCH_MODES
+from ..search_request import SearchRequest, cli_options
+from ..types import FILE_FORMATS, ON_CONFLICTS
 from ._engine import add_engine_options, check_engine, open_collection, reading
 from ._input import check_fields, check_where, cosine, counted, read_records, where_filter
 from ._load import check_model_flag, encoder_spec
@@ -206,73 +207,67 @@ def _clip(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-#: The flag that sets each search option (a search's errors name the flag).
-_SEARCH_FLAGS = {
-    "limit": "--limit",
-    "offset": "--offset",
-    "mode": "--mode",
-    "fusion": "--fusion",
-    "weights": "--weights",
-    "candidates": "--candidates",
-    "diversity": "--diversity",
-    "score_threshold": "--threshold",
+#: The flags that set the search options the command line composes (a search's errors name the flag); the others
+#: are the request's own (``cli_options``).
+_COMPOSED_FLAGS = {
     "query_filter": "--where",
     "rerank": "--rerank",
-    "rerank_candidates": "--rerank-candidates",
-    "rerank_weight": "--rerank-weight",
-    "search_params": "--exact/--hnsw-ef/--rescore/--oversampling",
-    "chunks": "--chunks",
-    "score": "--score",
+    "search_params": "--exact/--hnsw-ef/--quantization-rescore/--oversampling",
 }
+#: What --rerank-candidates and --rerank-weight need: a re-ranker (checked once it is loaded).
+_RERANK_OPTIONS = ("rerank_candidates", "rerank_weight")
 
 
-def _search_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The search flags as one checked SearchRequest's options: every flag checked first, with nothing heavy
+def _search_request(args: argparse.Namespace) -> SearchRequest:
+    """The search flags as one checked SearchRequest: every flag checked first, with nothing heavy
     imported (no qdrant-client, torch or model: a wrong value is refused at once), then the engine and the
     collection (``check_engine``), the re-ranker's folder and the search model's; then the filter and search
     parameters are built, and the re-ranker is loaded and joined."""
-    from ..search_request import SearchRequest
-
     if not args.documents and (args.chunks is not None or args.score is not None):
         raise InvalidArgumentError("--chunks and --score apply to one hit per document: add --documents.")
     _at_least(args, {"hnsw_ef": ("--hnsw-ef", 1), "oversampling": ("--oversampling", 1)})
     check_where(args.where)
-    flags = {
-        "limit": args.limit,
-        "offset": args.offset,
-        "mode": args.mode,
-        "fusion": args.fusion,
-        "weights": args.weights,
-        "candidates": args.candidates,
-        "diversity": args.diversity,
-        "score_threshold": args.threshold,
-        "chunks": args.chunks,
-        "score": args.score,
-    }
-    rerank = {"rerank_candidates": args.rerank_candidates, "rerank_weight": args.rerank_weight}
-    SearchRequest.of(flags if args.rerank is not None else {**flags, **rerank}, names=_SEARCH_FLAGS)
-    check_engine(args, reads=True, dense_threshold=args.threshold if args.mode == "dense" else None)
+    offered = cli_options()
+    names = {name: flag for name, flag, _ in offered} | _COMPOSED_FLAGS
+    flags = {name: getattr(args, name) for name, _, _ in offered}
+    rerank = {name: flags.pop(name) for name in _RERANK_OPTIONS}
+    SearchRequest.of(flags if args.rerank is not None else {**flags, **rerank}, names=names)
+    check_engine(args, reads=True, dense_threshold=args.score_threshold if args.mode == "dense" else None)
     check_model_flag(args.rerank, "--rerank")
     flags |= {"query_filter": where_filter(args.where), "search_params": _search_params(args)}
     if args.rerank is None:
-        return SearchRequest.of({**flags, **rerank}, names=_SEARCH_FLAGS).options()
+        return SearchRequest.of({**flags, **rerank}, names=names)
     from ..encoder import CrossEncoder
 
     spec = encoder_spec(args)
     cross = CrossEncoder.load(args.rerank, device=spec.device, precision=spec.precision)
-    return SearchRequest.of({**flags, **rerank, "rerank": cross}, names=_SEARCH_FLAGS).options()
+    return SearchRequest.of({**flags, **rerank, "rerank": cross}, names=names)
 
 
 def _search_params(args: argparse.Namespace) -> models.SearchParams | None:
-    """The dense search's parameters from --exact, --hnsw-ef, --rescore/--no-rescore and --oversampling."""
+    """The dense search's parameters from --exact, --hnsw-ef, --[no-]quantization-rescore and --oversampling."""
     from qdrant_client import models
 
     quantization = None
-    if args.rescore is not None or args.oversampling is not None:
-        quantization = models.QuantizationSearchParams(rescore=args.rescore, oversampling=args.oversampling)
+    rescore, oversampling = args.quantization_rescore, args.oversampling
+    if rescore is not None or oversampling is not None:
+        quantization = models.QuantizationSearchParams(rescore=rescore, oversampling=oversampling)
     if not args.exact and args.hnsw_ef is None and quantization is None:
         return None
     return models.SearchParams(exact=args.exact, hnsw_ef=args.hnsw_ef, quantization=quantization)
+
+
+class _OldRescoreFlag(argparse.Action):
+    """``--rescore``/``--no-rescore``, the old spelling of ``--[no-]quantization-rescore``: still taken, with a
+    deprecation message (the API's ``rescore=`` names a late-interaction slot)."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option: str | None = None
+    ) -> None:
+        option = option or "--rescore"
+        new = "--no-quantization-rescore" if option.startswith("--no-") else "--quantization-rescore"
+        print(f"sbert-qdrant: {option} is deprecated; use {new} (the same setting).", file=sys.stderr)
+        setattr(namespace, self.dest, new == "--quantization-rescore")
 
 
 def _score_label(args: argparse.Namespace) -> str:
@@ -283,9 +278,9 @@ def _score_label(args: argparse.Namespace) -> str:
     return {"dense": "cosine", "sparse": "BM25"}.get(args.mode, f"hybrid, {args.fusion or 'dbsf'} fused")
 
 
-def _search_documents(args: argparse.Namespace, options: dict[str, Any]) -> int:
+def _search_documents(args: argparse.Namespace, request: SearchRequest) -> int:
     with reading(args) as coll:
-        found = [coll.search_documents(query, **options) for query in args.query]
+        found = [coll.search_documents(query, request=request) for query in args.query]
     for query, hits in zip(args.query, found, strict=True):
         if args.json:
             for hit in hits:
@@ -304,11 +299,11 @@ def _search_documents(args: argparse.Namespace, options: dict[str, Any]) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    options = _search_options(args)
+    request = _search_request(args)
     if args.documents:
-        return _search_documents(args, options)
+        return _search_documents(args, request)
     with reading(args) as coll:
-        hits = coll.search_texts(args.query, **options)
+        hits = coll.search_texts(args.query, request=request)
     for query, found in zip(args.query, hits, strict=True):
         if args.json:
             for hit in found:
@@ -411,30 +406,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     search = commands.add_parser("search", help="search a collection by text")
     search.add_argument("query", nargs="+", help="one or more queries")
-    search.add_argument("--limit", type=int, default=5, help="hits per query (documents with --documents)")
-    search.add_argument("--offset", type=int, default=0, help="best hits skipped first (pagination)")
-    search.add_argument(
-        "--mode",
-        choices=SEARCH_MODES,
-        default="dense",
-        help="dense (SBERT cosine), sparse (BM25) or hybrid (both, fused by the engine)",
-    )
-    search.add_argument("--fusion", choices=FUSIONS, default=None, help="how hybrid mode fuses (default dbsf)")
-    search.add_argument(
-        "--weights",
-        type=float,
-        nargs=2,
-        default=None,
-        metavar=("DENSE", "SPARSE"),
-        help="hybrid with --fusion rrf: the weight of each source",
-    )
-    search.add_argument(
-        "--candidates", type=int, default=None, help="hits each retrieval stage draws (default: max(limit, 100))"
-    )
-    search.add_argument(
-        "--diversity", type=float, default=None, help="0..1: re-rank for variety (MMR); 0 is relevance only"
-    )
-    search.add_argument("--threshold", type=float, default=None, help="minimum score (cosine, -1..1, in dense mode)")
+    for name, flag, keywords in cli_options():  # one flag per option of the request's own
+        search.add_argument(flag, dest=name, **keywords)
     search.add_argument(
         "--where",
         action="append",
@@ -446,29 +419,24 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     search.add_argument("--json", action="store_true", help="one JSON object per hit")
     search.add_argument("--rerank", default=None, metavar="MODEL_DIR", help="re-rank hits with this cross-encoder")
     search.add_argument(
-        "--rerank-candidates", type=int, default=None, help="hits the cross-encoder re-scores (default 50)"
-    )
-    search.add_argument(
-        "--rerank-weight",
-        type=float,
-        default=None,
-        help="the cross-encoder's weight in (0, 1]: 1 orders by it alone, less blends its score with the retrieval "
-        "score (each min-max scaled over the candidates)",
-    )
-    search.add_argument(
         "--documents", action="store_true", help="one hit per document (indexed with --documents), with its chunks"
-    )
-    search.add_argument("--chunks", type=int, default=None, help="with --documents: chunks listed per document (3)")
-    search.add_argument(
-        "--score", choices=SCORINGS, default=None, help="with --documents: rank by the best chunk (max) or the sum"
     )
     search.add_argument("--exact", action="store_true", help="exact dense search (no HNSW): slow, the reference")
     search.add_argument("--hnsw-ef", type=int, default=None, help="HNSW search breadth (default: the engine's)")
     search.add_argument(
-        "--rescore",
+        "--quantization-rescore",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="quantized collections: re-score the candidates with the original vectors (default: the engine's)",
+    )
+    search.add_argument(  # the old spelling, hidden: the API's rescore= is the late-interaction slot
+        "--rescore",
+        "--no-rescore",
+        dest="quantization_rescore",
+        action=_OldRescoreFlag,
+        nargs=0,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
     )
     search.add_argument(
         "--oversampling", type=float, default=None, help="quantized collections: fetch this many times more candidates"

@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InvalidArgumentError, InvalidInputError
 from ..types import Precision
+from .batching import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined, host_tensor
 from .cross_loading import (
     RERANK_EXACT_GRADE_LOSS,
     Activation,
@@ -41,7 +42,6 @@ from .identity import weights_digest
 from .int8 import Int8Plan, checked_calibration
 from .int8.calibration import ActivationRanges, int8_isa
 from .loading import resolve_model_folder
-from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined, host_tensor
 from .runtime import checked_device, length_sorted_batches, resolve_device, run_batches, set_up
 from .texts import checked_texts, warn_truncated
 from .transformer import TokenLimit, Transformer

@@ -7,6 +7,7 @@ import inspect
 import logging
 import operator
 import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,6 +21,7 @@ from tqdm.auto import tqdm
 from ..errors import InvalidArgumentError
 from ..types import Precision
 from .base import EncoderModule
+from .batching import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined
 from .features import Features
 from .feed import TokenFeed
 from .folder import read_model_config, write_model_config
@@ -28,7 +30,6 @@ from .int8 import Int8Plan, checked_calibration, exact_grade_int8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import DEFAULT_MODEL, load_modules, resolve_model_folder, save_modules
 from .packed import pack, packed_or_padded, packs
-from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, Chunk, batch_cap, encode_pipelined
 from .pooling import AttentionPooling, Pooling
 from .runtime import checked_device, length_sorted_batches, run_batches, set_up
 from .similarity import similarity, similarity_pairwise
@@ -98,11 +99,11 @@ class SentenceEncoder(nn.Module):
         #: Other keys of the loaded config_sentence_transformers.json, written back by ``save``.
         self._model_config: dict[str, Any] = {}
         target = checked_device(device, precision)
-        self.pipeline = nn.ModuleList(modules)
+        self.module_list = nn.ModuleList(modules)
         self.transformer.output_hidden_states = any(getattr(m, "needs_all_layers", False) for m in modules)
         #: The model's short name (``load`` sets it), the first half of ``identity``.
         self.model_name = "custom"
-        self._weights = weights_digest(self.pipeline)  # as fp32, before a cast or quantization
+        self._weights = weights_digest(self.module_list)  # as fp32, before a cast or quantization
         texts = checked_calibration(
             calibration_texts, precision, "calibration_texts", checked_texts, "texts like those you will encode"
         )
@@ -174,8 +175,18 @@ class SentenceEncoder(nn.Module):
         return None if self._int8 is None else self._int8.mode
 
     @property
+    def pipeline(self) -> nn.ModuleList:
+        """Deprecated name of ``module_list`` (the modules, Transformer first)."""
+        warnings.warn(
+            "SentenceEncoder.pipeline is deprecated; use SentenceEncoder.module_list (the same modules).",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.module_list
+
+    @property
     def transformer(self) -> Transformer:
-        return cast(Transformer, self.pipeline[0])  # checked in __init__
+        return cast(Transformer, self.module_list[0])  # checked in __init__
 
     max_seq_length = TokenLimit()
 
@@ -192,7 +203,7 @@ class SentenceEncoder(nn.Module):
     def output_dimension(self) -> int:
         """Length of the model's vectors before any ``truncate_dim`` cut."""
         size = self.transformer.dimension
-        for module in self.pipeline[1:]:
+        for module in self.module_list[1:]:
             if isinstance(module, (Pooling, Dense, AttentionPooling)):
                 size = module.output_dimension
         return size
@@ -207,18 +218,18 @@ class SentenceEncoder(nn.Module):
         """``name@fingerprint`` of what decides the stored vectors (weights, modules and their settings such as the
         pooling mode, document prompt, a ``truncate_dim`` cut, shown as ``name[:128]``), the same at any precision and
         device: a collection records it and refuses vectors or searches of another encoder."""
-        weights = weights_digest(self.pipeline) if self.precision == "fp32" else self._weights  # fp32: maybe trained
+        weights = weights_digest(self.module_list) if self.precision == "fp32" else self._weights  # fp32: maybe trained
         cut = self.dimension if self.dimension < self.output_dimension else None
-        return encoder_identity(self.model_name, weights, self.document_prompt, modules_digest(self.pipeline), cut)
+        return encoder_identity(self.model_name, weights, self.document_prompt, modules_digest(self.module_list), cut)
 
     @property
     def normalizes(self) -> bool:
         """Whether output vectors have unit length (then dot product equals cosine)."""
-        return isinstance(self.pipeline[-1], Normalize)
+        return isinstance(self.module_list[-1], Normalize)
 
     def forward(self, features: Features) -> Features:
         """Run every module on a collated batch (used for training)."""
-        for module in self.pipeline:
+        for module in self.module_list:
             features = module(features)
         return features
 
@@ -346,7 +357,7 @@ class SentenceEncoder(nn.Module):
         prompt_length = torch.tensor([self.transformer.prompt_length(prompt)]) if prompt else None
         width = out.shape[1]
         cut = width < self.output_dimension
-        pipeline = list(self.pipeline)
+        pipeline = list(self.module_list)
         if self.normalizes and (normalize is False or cut):
             pipeline = pipeline[:-1]  # a cut vector is normalized after the cut, below
         unit = normalize is True or (cut and normalize is None and self.normalizes)
@@ -416,13 +427,13 @@ class SentenceEncoder(nn.Module):
             )
         prompts = _checked_prompts(self.prompts, self.default_prompt_name)
         folder = Path(path)
-        save_modules(cast(list[EncoderModule], list(self.pipeline)), folder)
+        save_modules(cast(list[EncoderModule], list(self.module_list)), folder)
         # A loaded model's own settings (similarity, version, ...) are kept; the rest is what this encoder does.
         own = {"model_type": "SentenceTransformer", "prompts": prompts, "default_prompt_name": self.default_prompt_name}
         write_model_config(folder, {"similarity_fn_name": "cosine"} | self._model_config | own)
 
     def __repr__(self) -> str:
-        names = " -> ".join(type(m).__name__ for m in self.pipeline)
+        names = " -> ".join(type(m).__name__ for m in self.module_list)
         cut = f" (cut from {self.output_dimension})" if self.dimension < self.output_dimension else ""
         return (
             f"SentenceEncoder({names}, dimension={self.dimension}{cut}, max_seq_length={self.max_seq_length}, "

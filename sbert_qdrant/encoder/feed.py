@@ -1,4 +1,4 @@
-"""The host side of encoding on an accelerator: inputs tokenized chunk by chunk (``pipeline.chunk_spans``: a small
+"""The host side of encoding on an accelerator: inputs tokenized chunk by chunk (``batching.chunk_spans``: a small
 first chunk, then larger), on several threads at once, in order, a bounded number of chunks ahead.
 
 The threads scale with cores because the Rust tokenizer's batch call runs outside the GIL; what holds the GIL per
@@ -16,8 +16,8 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from .batching import Chunk, chunk_spans
 from .features import Features
-from .pipeline import Chunk, chunk_spans
 
 I = TypeVar("I")  # noqa: E741  # an input: a text, a pair
 T = TypeVar("T")  # a chunk's tokens: TokenRows, or a list of rows

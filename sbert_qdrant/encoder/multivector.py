@@ -22,13 +22,13 @@ import numpy as np
 import torch
 
 from ..errors import InvalidArgumentError, ModelLoadError
+from .batching import CPU_BATCH, DEFAULT_BATCH_TOKENS, batch_cap, encode_pipelined
 from .features import Features
 from .feed import TokenFeed
 from .folder import MODEL_CONFIG_FILE, MODULES_FILE, read_json
 from .identity import encoder_identity, model_name, weights_digest
 from .layers import Dense
 from .loading import resolve_model_folder
-from .pipeline import CPU_BATCH, DEFAULT_BATCH_TOKENS, batch_cap, encode_pipelined
 from .runtime import length_sorted_batches, resolve_device
 from .tokens import TokenRows
 from .transformer import Transformer

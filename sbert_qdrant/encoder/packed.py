@@ -18,8 +18,8 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from .batching import host_tensor
 from .features import Features
-from .pipeline import host_tensor
 from .tokens import TokenRows
 
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]

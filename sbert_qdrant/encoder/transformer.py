@@ -19,10 +19,10 @@ from transformers.utils import logging as transformers_logging
 
 from ..errors import InvalidArgumentError, ModelLoadError
 from .base import EncoderModule
+from .batching import host_tensor
 from .features import Features
 from .folder import SBERT_CONFIG_FILE, token_limit, transformer_settings
 from .packed import packed_tokens, reference_attention, varlen_attention
-from .pipeline import host_tensor
 from .tokens import TokenizerSpec, TokenRows, rust_tokenizer, spec_of, token_rows
 
 logger = logging.getLogger(__name__)

@@ -15,9 +15,6 @@ from .base import (
     ExistingCollection,
     Fused,
     Nearest,
-    Payload,
-    PayloadSelector,
-    PointVectors,
     Rescored,
     ScoredRecord,
     SearchQuery,
@@ -26,6 +23,7 @@ from .base import (
     StoredRecord,
     VectorSpec,
 )
+from .calls import Grouping, StoreQuery, StoreWrite
 
 _TO_QDRANT = {
     "cosine": models.Distance.COSINE,
@@ -88,7 +86,9 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> model
         distance=_TO_QDRANT[vector.distance],
         on_disk=spec.on_disk or None,
         multivector_config=(
-            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM) if vector.multivector else None
+            models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
+            if vector.kind == "multivector"
+            else None
         ),
         hnsw_config=models.HnswConfigDiff(m=0) if name in spec.unindexed else None,
         datatype=models.Datatype.FLOAT16 if spec.quantization == "float16" else None,
@@ -101,7 +101,9 @@ def existing(info: models.CollectionInfo) -> ExistingCollection:
     named = {"": vectors} if isinstance(vectors, models.VectorParams) else dict(vectors or {})
     return ExistingCollection(
         vectors={
-            name: VectorSpec(p.size, _distance_name(p.distance), p.multivector_config is not None)
+            name: VectorSpec(
+                p.size, _distance_name(p.distance), "dense" if p.multivector_config is None else "multivector"
+            )
             for name, p in named.items()
         },
         sparse_vectors=frozenset(info.config.params.sparse_vectors or {}),
@@ -113,55 +115,45 @@ def _distance_name(distance: models.Distance) -> str:
     return str(distance.value).lower()
 
 
-def points_batch(ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload]) -> models.Batch:
+def points_batch(write: StoreWrite) -> models.Batch:
     """The points as one batch: each slot's vectors by name (the unnamed vector's as a plain list)."""
-    rows = vectors.rows()
+    rows = write.vectors.rows()
     names = list(rows[0]) if rows else []
     columns: Any = {name: [_slot_value(row[name]) for row in rows] for name in names}
     if names == [""]:
         columns = columns[""]
-    return models.Batch(ids=list(ids), vectors=columns, payloads=list(payloads))
+    return models.Batch(ids=list(write.ids), vectors=columns, payloads=list(write.payloads))
 
 
 def _slot_value(value: SlotVector) -> Any:
     return _sparse(value) if isinstance(value, tuple) else value
 
 
-def query_requests(
-    queries: Sequence[SearchQuery],
-    limit: int,
-    query_filter: models.Filter | None,
-    score_threshold: float | None,
-    with_payload: PayloadSelector,
-) -> list[models.QueryRequest]:
+def query_requests(query: StoreQuery) -> list[models.QueryRequest]:
+    """One ``QueryRequest`` per search of the query."""
     return [
         models.QueryRequest(
-            **_stage(query, query_filter),
-            limit=limit,
-            filter=query_filter,
-            score_threshold=score_threshold,
-            with_payload=with_payload,
+            **_stage(search, query.query_filter),
+            limit=query.limit,
+            filter=query.query_filter,
+            score_threshold=query.score_threshold,
+            with_payload=query.with_payload,
         )
-        for query in queries
+        for search in query.searches
     ]
 
 
-def groups_request(
-    query: SearchQuery,
-    group_by: str,
-    limit: int,
-    group_size: int,
-    query_filter: models.Filter | None,
-    score_threshold: float | None,
-) -> dict[str, Any]:
-    """Arguments of ``query_points_groups`` (the engine groups: a server, and local mode alike)."""
+def groups_request(query: StoreQuery, grouping: Grouping) -> dict[str, Any]:
+    """Arguments of ``query_points_groups`` for the query's one search (the engine groups: a server, and local
+    mode alike)."""
+    (search,) = query.searches
     return {
-        **_stage(query, query_filter),
-        "group_by": group_by,
-        "limit": limit,
-        "group_size": group_size,
-        "query_filter": query_filter,
-        "score_threshold": score_threshold,
+        **_stage(search, query.query_filter),
+        "group_by": grouping.by,
+        "limit": query.limit,
+        "group_size": grouping.size,
+        "query_filter": query.query_filter,
+        "score_threshold": query.score_threshold,
         "with_payload": True,
     }
 
@@ -170,10 +162,10 @@ def grouped(response: models.GroupsResult) -> list[list[ScoredRecord]]:
     return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in group.hits] for group in response.groups]
 
 
-def check_local_mode(queries: Sequence[SearchQuery]) -> None:
+def check_local_mode(query: StoreQuery) -> None:
     """Refuse what qdrant-client's local mode would answer wrongly: it runs MMR over the nearest points only,
     ignoring prefetched (sparse or fused) candidates."""
-    if any(isinstance(q, Diversified) and q.source is not None for q in queries):
+    if any(isinstance(q, Diversified) and q.source is not None for q in query.searches):
         raise UnsupportedError(
             "qdrant-client's local mode cannot diversify (MMR) sparse or hybrid results; use mode='dense' with "
             "diversity=, or Qdrant Edge (location=) or a Qdrant server, which can."

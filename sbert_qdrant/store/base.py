@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from qdrant_client import models
 
-from ..types import Fusion, Quantization
+from ..types import Fusion, Quantization, SlotKind
 
 Payload = dict[str, Any]
 
@@ -49,12 +49,12 @@ Sparse = tuple[list[int], list[float]]
 
 @dataclass(frozen=True)
 class VectorSpec:
-    """One named dense vector of a collection: its size and distance; ``multivector``: many per point (e.g. a
-    text's token vectors), compared by MaxSim."""
+    """One named vector of a collection that has a size: its size, distance and kind (``"dense"``, or
+    ``"multivector"``: many per point, e.g. a text's token vectors, compared by MaxSim)."""
 
     size: int
     distance: str  # one of DISTANCES for collections we create; as the engine reports it otherwise
-    multivector: bool = False
+    kind: SlotKind = "dense"
 
 
 @dataclass(frozen=True)
@@ -92,18 +92,18 @@ SlotVector = list[float] | Sparse | list[list[float]]
 
 @dataclass(frozen=True)
 class PointVectors:
-    """The vectors of a batch of points, by slot name: a matrix per dense slot (one row per point), term weights
-    per sparse slot, and per multivector slot one (vectors, size) matrix per point."""
+    """The vectors of a batch of points by slot kind, then slot name: a matrix per dense slot (one row per point),
+    term weights per sparse slot, and per multivector slot one (vectors, size) matrix per point."""
 
     dense: Mapping[str, np.ndarray] = field(default_factory=dict)
     sparse: Mapping[str, list[Sparse]] = field(default_factory=dict)
-    multi: Mapping[str, list[np.ndarray]] = field(default_factory=dict)
+    multivector: Mapping[str, list[np.ndarray]] = field(default_factory=dict)
 
     def rows(self) -> list[dict[str, SlotVector]]:
         """Each point's vectors by slot name, as plain lists (sparse ones as (indices, values))."""
         columns: dict[str, list[Any]] = {name: matrix.tolist() for name, matrix in self.dense.items()}
         columns |= {name: list(values) for name, values in self.sparse.items()}
-        columns |= {name: [m.tolist() for m in matrices] for name, matrices in self.multi.items()}
+        columns |= {name: [m.tolist() for m in matrices] for name, matrices in self.multivector.items()}
         counts = {len(values) for values in columns.values()}
         if len(counts) > 1:
             raise ValueError(f"slots hold vectors of different numbers of points: {sorted(counts)}")

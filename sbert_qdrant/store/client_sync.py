@@ -16,17 +16,9 @@ from qdrant_client import QdrantClient, models
 
 from ..errors import StoreError
 from . import _requests as rq
-from .base import (
-    CollectionSpec,
-    ExistingCollection,
-    Payload,
-    PayloadSelector,
-    PointVectors,
-    ScoredRecord,
-    SearchQuery,
-    StoredRecord,
-)
-from .grouping import first_fetch, group_rows
+from .base import CollectionSpec, ExistingCollection, Payload, ScoredRecord, StoredRecord
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
+from .grouping import first_fetch, groups_found, wider
 from .protocol_sync import VectorStore
 from .retry import RetryPolicy
 
@@ -87,49 +79,28 @@ class ClientStore(VectorStore):
     def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
         self._call(f"update_collection({name!r})", "update_collection", name, metadata=dict(values))
 
-    def upsert(
-        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
-    ) -> None:
-        batch = rq.points_batch(ids, vectors, payloads)
-        self._call(f"upsert of {len(ids)} points into {name!r}", "upsert", name, points=batch, wait=wait)
+    def upsert(self, name: str, write: StoreWrite) -> None:
+        batch = rq.points_batch(write)
+        what = f"upsert of {len(write.ids)} points into {name!r}"
+        self._call(what, "upsert", name, points=batch, wait=write.wait)
 
     def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]:
         found = self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_payload=False)
         return {str(r.id) for r in found}
 
-    def query(
-        self,
-        name: str,
-        queries: Sequence[SearchQuery],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: PayloadSelector,
-    ) -> list[list[ScoredRecord]]:
+    def query(self, name: str, query: StoreQuery) -> list[list[ScoredRecord]]:
         if self.local:
-            rq.check_local_mode(queries)
-        requests = rq.query_requests(queries, limit, query_filter, score_threshold, with_payload)
+            rq.check_local_mode(query)
+        requests = rq.query_requests(query)
         return rq.scored(self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
 
-    def query_groups(
-        self,
-        name: str,
-        query: SearchQuery,
-        group_by: str,
-        limit: int,
-        group_size: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-    ) -> list[list[ScoredRecord]]:
+    def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
         if self.local:  # local mode's grouping widens every prefetch to the whole collection: group here instead
-            fetch = first_fetch(limit, group_size)
-            while True:
-                rows = (self.query(name, [query], fetch, query_filter, score_threshold, True))[0]
-                groups = group_rows(rows, group_by)
-                if len(groups) >= limit or len(rows) < fetch:
-                    return [hits[:group_size] for hits in groups[:limit]]
-                fetch *= 4
-        request = rq.groups_request(query, group_by, limit, group_size, query_filter, score_threshold)
+            fetch = first_fetch(query, grouping)
+            while (groups := groups_found((self.query(name, fetch))[0], fetch, query, grouping)) is None:
+                fetch = wider(fetch)
+            return groups
+        request = rq.groups_request(query, grouping)
         return rq.grouped(self._call(f"grouped query of {name!r}", "query_points_groups", name, **request))
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
@@ -137,29 +108,21 @@ class ClientStore(VectorStore):
         found = self._call(f"retrieve from {name!r}", "retrieve", name, list(ids), with_vectors=vectors)
         return rq.stored(found, vector_name)
 
-    def scroll(
-        self,
-        name: str,
-        vector_name: str,
-        with_vectors: bool,
-        batch_size: int,
-        query_filter: models.Filter | None,
-        offset: str | None = None,
-    ) -> Iterator[list[StoredRecord]]:
-        vectors = rq.vectors_selector(vector_name, with_vectors)
-        start: Any = offset
+    def scroll(self, name: str, scan: Scan) -> Iterator[list[StoredRecord]]:
+        vectors = rq.vectors_selector(scan.vector_name, scan.with_vectors)
+        start: Any = scan.offset
         while True:
             records, start = self._call(
                 f"scroll of {name!r}",
                 "scroll",
                 name,
-                scroll_filter=query_filter,
-                limit=batch_size,
+                scroll_filter=scan.query_filter,
+                limit=scan.batch_size,
                 offset=start,
                 with_vectors=vectors,
             )
             if records:
-                yield rq.stored(records, vector_name)
+                yield rq.stored(records, scan.vector_name)
             if start is None:
                 return
 

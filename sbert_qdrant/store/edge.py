@@ -25,7 +25,6 @@ from .base import (
     Fused,
     Nearest,
     Payload,
-    PayloadSelector,
     PointVectors,
     Rescored,
     ScoredRecord,
@@ -34,9 +33,10 @@ from .base import (
     StoredRecord,
     VectorSpec,
 )
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 from .edge_filters import to_edge_filter
 from .edge_folder import CONFIG_FILE, edge_collection_names
-from .grouping import first_fetch, group_rows
+from .grouping import first_fetch, groups_found, wider
 from .protocol_sync import VectorStore
 
 _DISTANCES = {
@@ -170,13 +170,13 @@ class EdgeStore(VectorStore):
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    def upsert(
-        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
-    ) -> None:
+    def upsert(self, name: str, write: StoreWrite) -> None:
         opened = self._shard(name)
         with gc_paused():
-            rows = _edge_rows(vectors, len(ids))
-            points = [qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(ids, rows, payloads, strict=True)]
+            rows = _edge_rows(write.vectors, len(write.ids))
+            points = [
+                qe.Point(id=i, vector=row, payload=p) for i, row, p in zip(write.ids, rows, write.payloads, strict=True)
+            ]
             with opened.write_lock:
                 _engine_call(f"upsert into {name!r}", opened.shard.update, qe.UpdateOperation.upsert_points(points))
 
@@ -184,75 +184,49 @@ class EdgeStore(VectorStore):
         found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), False, False)
         return {str(r.id) for r in found}
 
-    def query(
-        self,
-        name: str,
-        queries: Sequence[SearchQuery],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: PayloadSelector,
-    ) -> list[list[ScoredRecord]]:
-        edge_filter = to_edge_filter(query_filter)
+    def query(self, name: str, query: StoreQuery) -> list[list[ScoredRecord]]:
+        edge_filter = to_edge_filter(query.query_filter)
         requests = [
             qe.QueryRequest(
-                limit=limit,
-                **_stage(query, edge_filter),
+                limit=query.limit,
+                **_stage(search, edge_filter),
                 filter=edge_filter,
-                score_threshold=score_threshold,
-                with_payload=with_payload,
+                score_threshold=query.score_threshold,
+                with_payload=query.with_payload,
             )
-            for query in queries
+            for search in query.searches
         ]
         results = _engine_call(
             f"query of {name!r}", self._shard(name).shard.query_batch, qe.QueryBatchRequest(requests)
         )
         return [[ScoredRecord(str(p.id), float(p.score), p.payload) for p in points] for points in results]
 
-    def query_groups(
-        self,
-        name: str,
-        query: SearchQuery,
-        group_by: str,
-        limit: int,
-        group_size: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-    ) -> list[list[ScoredRecord]]:
-        """Qdrant Edge has no grouping: fetch the best points and group them here, fetching 4x more until ``limit``
-        groups are found or nothing is left, so no group is lost to others' points crowding the list (each group
-        lists its best points among those fetched)."""
-        fetch = first_fetch(limit, group_size)
-        while True:
-            rows = self.query(name, [query], fetch, query_filter, score_threshold, True)[0]
-            groups = group_rows(rows, group_by)
-            if len(groups) >= limit or len(rows) < fetch:
-                return [hits[:group_size] for hits in groups[:limit]]
-            fetch *= 4
+    def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
+        """Qdrant Edge has no grouping: the best points are fetched and grouped here (``grouping.first_fetch``)."""
+        fetch = first_fetch(query, grouping)
+        while (groups := groups_found(self.query(name, fetch)[0], fetch, query, grouping)) is None:
+            fetch = wider(fetch)
+        return groups
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:
         found = _engine_call(f"retrieve from {name!r}", self._shard(name).shard.retrieve, list(ids), True, with_vectors)
         return [_stored(r, vector_name) for r in found]
 
-    def scroll(
-        self,
-        name: str,
-        vector_name: str,
-        with_vectors: bool,
-        batch_size: int,
-        query_filter: models.Filter | None,
-        offset: str | None = None,
-    ) -> Iterator[list[StoredRecord]]:
+    def scroll(self, name: str, scan: Scan) -> Iterator[list[StoredRecord]]:
         shard = self._shard(name).shard
-        edge_filter = to_edge_filter(query_filter)
-        start: Any = offset
+        edge_filter = to_edge_filter(scan.query_filter)
+        start: Any = scan.offset
         while True:
             request = qe.ScrollRequest(
-                offset=start, limit=batch_size, filter=edge_filter, with_payload=True, with_vector=with_vectors
+                offset=start,
+                limit=scan.batch_size,
+                filter=edge_filter,
+                with_payload=True,
+                with_vector=scan.with_vectors,
             )
             records, start = _engine_call(f"scroll of {name!r}", shard.scroll, request)
             if records:
-                yield [_stored(r, vector_name) for r in records]
+                yield [_stored(r, scan.vector_name) for r in records]
             if start is None:
                 return
 
@@ -326,8 +300,8 @@ def _edge_rows(vectors: PointVectors, count: int) -> list[dict[str, Any]]:
         name: map(memoryview, np.ascontiguousarray(matrix, dtype=np.float32)) for name, matrix in vectors.dense.items()
     }
     columns |= {name: map(_edge_vector, weights) for name, weights in vectors.sparse.items()}
-    columns |= {name: (m.tolist() for m in matrices) for name, matrices in vectors.multi.items()}
-    parts: list[Any] = [*vectors.dense.values(), *vectors.sparse.values(), *vectors.multi.values()]
+    columns |= {name: (m.tolist() for m in matrices) for name, matrices in vectors.multivector.items()}
+    parts: list[Any] = [*vectors.dense.values(), *vectors.sparse.values(), *vectors.multivector.values()]
     sizes = {len(part) for part in parts}
     if sizes - {count}:
         raise ValueError(f"slots hold vectors of {sorted(sizes)} points for {count} point ids")
@@ -359,7 +333,9 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.Ed
         size=vector.size,
         distance=_DISTANCES[vector.distance],
         memory=qe.Memory.Cold if spec.on_disk else None,
-        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim) if vector.multivector else None,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+        if vector.kind == "multivector"
+        else None,
         hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
         if name in spec.unindexed
         else None,
@@ -370,7 +346,7 @@ def _vector_params(spec: CollectionSpec, name: str, vector: VectorSpec) -> qe.Ed
 def _vector_spec(config: Mapping[str, Any]) -> VectorSpec:
     """A vector's spec from the shard's config file."""
     multi = config.get("multivector_config") or config.get("multivector")
-    return VectorSpec(int(config["size"]), str(config["distance"]).lower(), multi is not None)
+    return VectorSpec(int(config["size"]), str(config["distance"]).lower(), "dense" if multi is None else "multivector")
 
 
 def _params(params: models.SearchParams | None) -> qe.SearchParams | None:

@@ -14,16 +14,8 @@ from typing import Any, Protocol
 from qdrant_client import models
 
 from ..errors import UnsupportedError
-from .base import (
-    CollectionSpec,
-    ExistingCollection,
-    Payload,
-    PayloadSelector,
-    PointVectors,
-    ScoredRecord,
-    SearchQuery,
-    StoredRecord,
-)
+from .base import CollectionSpec, ExistingCollection, Payload, ScoredRecord, StoredRecord
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 
 
 class AsyncVectorStore(Protocol):
@@ -50,51 +42,23 @@ class AsyncVectorStore(Protocol):
     async def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
         """Merge values into the collection's metadata."""
 
-    async def upsert(
-        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
-    ) -> None: ...
+    async def upsert(self, name: str, write: StoreWrite) -> None: ...
 
     async def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]: ...
 
-    async def query(
-        self,
-        name: str,
-        queries: Sequence[SearchQuery],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: PayloadSelector,
-    ) -> list[list[ScoredRecord]]:
-        """The best ``limit`` points of each query, one list per query (the filter applies at every stage)."""
+    async def query(self, name: str, query: StoreQuery) -> list[list[ScoredRecord]]:
+        """The best ``query.limit`` points of each search, one list per search."""
 
-    async def query_groups(
-        self,
-        name: str,
-        query: SearchQuery,
-        group_by: str,
-        limit: int,
-        group_size: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-    ) -> list[list[ScoredRecord]]:
-        """The best ``limit`` groups of points sharing the payload value at ``group_by`` (best point first), each
-        with its ``group_size`` best points, payloads included."""
+    async def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
+        """The best ``query.limit`` groups of the one search's points, each with its ``grouping.size`` best points,
+        payloads included."""
 
     async def retrieve(
         self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool
     ) -> list[StoredRecord]: ...
 
-    def scroll(
-        self,
-        name: str,
-        vector_name: str,
-        with_vectors: bool,
-        batch_size: int,
-        query_filter: models.Filter | None,
-        offset: str | None = None,
-    ) -> AsyncIterator[list[StoredRecord]]:
-        """Every point (that matches the filter), a page at a time, from the point id ``offset`` on (None: the
-        first)."""
+    def scroll(self, name: str, scan: Scan) -> AsyncIterator[list[StoredRecord]]:
+        """Every point the scan reads, a page at a time."""
 
     async def delete(
         self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool

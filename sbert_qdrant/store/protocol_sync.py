@@ -16,16 +16,8 @@ from typing import Any, Protocol
 from qdrant_client import models
 
 from ..errors import UnsupportedError
-from .base import (
-    CollectionSpec,
-    ExistingCollection,
-    Payload,
-    PayloadSelector,
-    PointVectors,
-    ScoredRecord,
-    SearchQuery,
-    StoredRecord,
-)
+from .base import CollectionSpec, ExistingCollection, Payload, ScoredRecord, StoredRecord
+from .calls import Grouping, Scan, StoreQuery, StoreWrite
 
 
 class VectorStore(Protocol):
@@ -52,49 +44,21 @@ class VectorStore(Protocol):
     def update_metadata(self, name: str, values: Mapping[str, Any]) -> None:
         """Merge values into the collection's metadata."""
 
-    def upsert(
-        self, name: str, ids: Sequence[str], vectors: PointVectors, payloads: Sequence[Payload], wait: bool
-    ) -> None: ...
+    def upsert(self, name: str, write: StoreWrite) -> None: ...
 
     def existing_ids(self, name: str, ids: Sequence[str]) -> set[str]: ...
 
-    def query(
-        self,
-        name: str,
-        queries: Sequence[SearchQuery],
-        limit: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-        with_payload: PayloadSelector,
-    ) -> list[list[ScoredRecord]]:
-        """The best ``limit`` points of each query, one list per query (the filter applies at every stage)."""
+    def query(self, name: str, query: StoreQuery) -> list[list[ScoredRecord]]:
+        """The best ``query.limit`` points of each search, one list per search."""
 
-    def query_groups(
-        self,
-        name: str,
-        query: SearchQuery,
-        group_by: str,
-        limit: int,
-        group_size: int,
-        query_filter: models.Filter | None,
-        score_threshold: float | None,
-    ) -> list[list[ScoredRecord]]:
-        """The best ``limit`` groups of points sharing the payload value at ``group_by`` (best point first), each
-        with its ``group_size`` best points, payloads included."""
+    def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
+        """The best ``query.limit`` groups of the one search's points, each with its ``grouping.size`` best points,
+        payloads included."""
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]: ...
 
-    def scroll(
-        self,
-        name: str,
-        vector_name: str,
-        with_vectors: bool,
-        batch_size: int,
-        query_filter: models.Filter | None,
-        offset: str | None = None,
-    ) -> Iterator[list[StoredRecord]]:
-        """Every point (that matches the filter), a page at a time, from the point id ``offset`` on (None: the
-        first)."""
+    def scroll(self, name: str, scan: Scan) -> Iterator[list[StoredRecord]]:
+        """Every point the scan reads, a page at a time."""
 
     def delete(self, name: str, ids: Sequence[str] | None, query_filter: models.Filter | None, wait: bool) -> None: ...
 

@@ -7,9 +7,8 @@ import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from qdrant_client import models
-
 from .base import StoredRecord
+from .calls import Scan
 from .protocol_sync import VectorStore
 
 
@@ -30,16 +29,8 @@ class ThreadedStore:
 
         return call
 
-    async def scroll(
-        self,
-        name: str,
-        vector_name: str,
-        with_vectors: bool,
-        batch_size: int,
-        query_filter: models.Filter | None,
-        offset: str | None = None,
-    ) -> AsyncIterator[list[StoredRecord]]:
-        pages = self.store.scroll(name, vector_name, with_vectors, batch_size, query_filter, offset)
+    async def scroll(self, name: str, scan: Scan) -> AsyncIterator[list[StoredRecord]]:
+        pages = self.store.scroll(name, scan)
         try:
             while (page := await asyncio.to_thread(next, pages, None)) is not None:
                 yield page

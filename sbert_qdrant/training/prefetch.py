@@ -8,7 +8,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ..encoder.pipeline import ahead
+from ..encoder.batching import ahead
 from .losses import Batch, Objective
 
 Made = tuple[Objective, Batch]

@@ -142,7 +142,7 @@ def test_fetch_k_and_k_in_search_kwargs_beside_langchain_qdrant(tmp_path: Path, 
     with TextCollection("docs", tiny_encoder, location=tmp_path / "d") as coll:
         with pytest.raises(InvalidArgumentError, match=r"k=2 and search_kwargs=\{'k': 5\} both set"):
             SbertDocumentRetriever(collection=coll, k=2, search_kwargs={"k": 5})
-        assert SbertDocumentRetriever(collection=coll, search_kwargs={"k": 5})._arguments({})["limit"] == 5
+        assert SbertDocumentRetriever(collection=coll, search_kwargs={"k": 5})._request({}).limit == 5
 
 
 MEANT = {"k": "limit", "top_k": "limit", "similarity_top_k": "limit", "filter": "query_filter"}

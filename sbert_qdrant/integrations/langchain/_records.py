@@ -38,6 +38,18 @@ class LangChainSearchOptions(SearchOptions, total=False):
 def search_request(*layers: Mapping[str, Any]) -> SearchRequest:
     """Search arguments in LangChain's names or ours (later layers override earlier ones) as one checked
     SearchRequest, its errors naming each option as the caller did."""
+    options, names = _ours(layers)
+    return SearchRequest.of(options, names=names)
+
+
+def search_defaults(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A store's default search options in our names, checked as one request."""
+    search_request(options)
+    return _ours([options])[0]
+
+
+def _ours(layers: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The layers' options in our names (later ones override earlier ones), and the caller's name of each."""
     options: dict[str, Any] = {}
     names: dict[str, str] = {}
     for layer in layers:
@@ -61,7 +73,7 @@ def search_request(*layers: Mapping[str, Any]) -> SearchRequest:
             names.pop(option, None)
             if key != option:
                 names[option] = key
-    return SearchRequest.of(options, names=names)
+    return options, names
 
 
 def collection_args(options: Mapping[str, Any], writes: bool, client_type: Callable[..., Any]) -> dict[str, Any]:

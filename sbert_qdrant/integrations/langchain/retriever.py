@@ -14,6 +14,7 @@ from ...aio import AsyncTextCollection
 from ...collection import TextCollection
 from ...documents import DocumentHit
 from ...errors import InvalidArgumentError, UnsupportedError
+from ...search_request import SearchRequest
 from ._records import search_request
 
 
@@ -44,8 +45,8 @@ class SbertDocumentRetriever(BaseRetriever):
                     "documents to return; pass one of them."
                 )
 
-    def _arguments(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return search_request({"k": self.k}, self.search_kwargs, kwargs).options()
+    def _request(self, kwargs: dict[str, Any]) -> SearchRequest:
+        return search_request({"k": self.k}, self.search_kwargs, kwargs)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, **kwargs: Any
@@ -55,16 +56,16 @@ class SbertDocumentRetriever(BaseRetriever):
                 "this retriever wraps an AsyncTextCollection: call ainvoke() instead of invoke(), or pass a "
                 "TextCollection."
             )
-        return [as_document(hit) for hit in self.collection.search_documents(query, **self._arguments(kwargs))]
+        return [as_document(hit) for hit in self.collection.search_documents(query, request=self._request(kwargs))]
 
     async def _aget_relevant_documents(
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, **kwargs: Any
     ) -> list[Document]:
         collection = self.collection
         if isinstance(collection, TextCollection):
-            hits = await run_in_executor(None, collection.search_documents, query, **self._arguments(kwargs))
+            hits = await run_in_executor(None, collection.search_documents, query, request=self._request(kwargs))
         else:
-            hits = await collection.search_documents(query, **self._arguments(kwargs))
+            hits = await collection.search_documents(query, request=self._request(kwargs))
         return [as_document(hit) for hit in hits]
 
 

@@ -18,11 +18,13 @@ from ...collection import TextCollection
 from ...encoder import SentenceEncoder
 from ...errors import CollectionNotFoundError, InvalidArgumentError, UnsupportedError
 from ...records import Hit
+from ...search_request import SearchRequest
 from ._records import (
     LangChainSearchOptions,
     collection_args,
     delete_args,
     is_search_option,
+    search_defaults,
     search_request,
     to_document,
     upsert_args,
@@ -68,7 +70,8 @@ class SbertQdrantVectorStore(VectorStore):
             )
         self.collection = sync
         self.async_collection = async_collection
-        self.search_options: dict[str, Any] = search_request(search_options).options()
+        #: The defaults of every search, in our names (checked as one request).
+        self.search_options: dict[str, Any] = search_defaults(search_options)
         self._embeddings: Embeddings | None = None
         #: The local-mode client opened for langchain-qdrant's ``path=`` (closed with the store).
         self._own_client: Any = None
@@ -190,7 +193,7 @@ class SbertQdrantVectorStore(VectorStore):
         """``similarity_search`` with each document's score: the search mode's own (cosine for dense), or the
         cross-encoder's when re-ranking; higher is better."""
         collection = self._sync("similarity_search_with_score")
-        return _scored(lambda: collection.search_text(query, **self._search_args(k, kwargs)))
+        return _scored(lambda: collection.search_text(query, request=self._search_request(k, kwargs)))
 
     async def asimilarity_search_with_score(
         self, query: str, k: int = 4, **kwargs: Any
@@ -199,7 +202,7 @@ class SbertQdrantVectorStore(VectorStore):
         if self.async_collection is None:
             return await super().asimilarity_search_with_score(query, k, **kwargs)
         try:
-            hits = await self.async_collection.search_text(query, **self._search_args(k, kwargs))
+            hits = await self.async_collection.search_text(query, request=self._search_request(k, kwargs))
         except CollectionNotFoundError:
             return []
         return [(to_document(h), h.score) for h in hits]
@@ -210,8 +213,8 @@ class SbertQdrantVectorStore(VectorStore):
         """The ``k`` documents chosen by maximal marginal relevance among the ``fetch_k`` best, by the engine
         (``lambda_mult``: 1 for relevance only, 0 for diversity only)."""
         collection = self._sync("max_marginal_relevance_search")
-        options = self._mmr_args(k, fetch_k, lambda_mult, kwargs)
-        return [doc for doc, _ in _scored(lambda: collection.search_text(query, **options))]
+        request = self._mmr_request(k, fetch_k, lambda_mult, kwargs)
+        return [doc for doc, _ in _scored(lambda: collection.search_text(query, request=request))]
 
     async def amax_marginal_relevance_search(
         self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5, **kwargs: Any
@@ -219,9 +222,9 @@ class SbertQdrantVectorStore(VectorStore):
         """``max_marginal_relevance_search`` for asyncio."""
         if self.async_collection is None:
             return await super().amax_marginal_relevance_search(query, k, fetch_k, lambda_mult, **kwargs)
-        options = self._mmr_args(k, fetch_k, lambda_mult, kwargs)
+        request = self._mmr_request(k, fetch_k, lambda_mult, kwargs)
         try:
-            return [to_document(h) for h in await self.async_collection.search_text(query, **options)]
+            return [to_document(h) for h in await self.async_collection.search_text(query, request=request)]
         except CollectionNotFoundError:
             return []
 
@@ -229,16 +232,16 @@ class SbertQdrantVectorStore(VectorStore):
         """The ``k`` documents nearest to a query vector (``store.embeddings.embed_query``), as langchain-qdrant's;
         kwargs: ``filter``, ``score_threshold``."""
         collection = self._sync("similarity_search_by_vector")
-        options = self._vector_args(k, kwargs)
-        return [doc for doc, _ in _scored(lambda: collection.search_by_vector(embedding, **options))]
+        request = search_request(kwargs, {"k": k})
+        return [doc for doc, _ in _scored(lambda: collection.search_by_vector(embedding, request=request))]
 
     async def asimilarity_search_by_vector(self, embedding: list[float], k: int = 4, **kwargs: Any) -> list[Document]:
         """``similarity_search_by_vector`` for asyncio."""
         if self.async_collection is None:
             return await super().asimilarity_search_by_vector(embedding, k, **kwargs)
-        options = self._vector_args(k, kwargs)
+        request = search_request(kwargs, {"k": k})
         try:
-            return [to_document(h) for h in await self.async_collection.search_by_vector(embedding, **options)]
+            return [to_document(h) for h in await self.async_collection.search_by_vector(embedding, request=request)]
         except CollectionNotFoundError:
             return []
 
@@ -259,10 +262,7 @@ class SbertQdrantVectorStore(VectorStore):
             kwargs["search_kwargs"] = search_kwargs
         return super().as_retriever(**kwargs)
 
-    def _vector_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
-        return search_request(kwargs, {"k": k}).options()
-
-    def _search_args(self, k: int, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _search_request(self, k: int, kwargs: dict[str, Any]) -> SearchRequest:
         request = search_request(self.search_options, kwargs, {"k": k})
         if "fetch_k" in kwargs and request.diversity is None and request.rescore is None and request.mode != "hybrid":
             raise InvalidArgumentError(
@@ -271,14 +271,14 @@ class SbertQdrantVectorStore(VectorStore):
                 "is the candidates of max_marginal_relevance_search (as_retriever(search_type='mmr')) and of "
                 "mode='hybrid' (each source's); drop it, or use one of those."
             )
-        return request.options()
+        return request
 
-    def _mmr_args(self, k: int, fetch_k: int, lambda_mult: float, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _mmr_request(self, k: int, fetch_k: int, lambda_mult: float, kwargs: dict[str, Any]) -> SearchRequest:
         if isinstance(lambda_mult, bool) or not isinstance(lambda_mult, (int, float)) or not 0 <= lambda_mult <= 1:
             raise InvalidArgumentError(f"lambda_mult={lambda_mult!r} must be between 0 (diversity) and 1 (relevance).")
         fetch = max(fetch_k, k) if isinstance(fetch_k, int) and isinstance(k, int) else fetch_k
         mmr = {"k": k, "fetch_k": fetch, "diversity": 1.0 - float(lambda_mult)}
-        return search_request(self.search_options, kwargs, mmr).options()
+        return search_request(self.search_options, kwargs, mmr)
 
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         """Relevance in [0, 1] for dense searches without re-ranking (other scores have no fixed range)."""
@@ -286,7 +286,8 @@ class SbertQdrantVectorStore(VectorStore):
         if options.get("mode", "dense") != "dense" or options.get("rerank") is not None:
             raise NotImplementedError(
                 f"relevance scores in [0, 1] exist for mode='dense' without rerank= only (this store: "
-                f"mode={options['mode']!r}); use similarity_search_with_score, whose scores are the mode's own."
+                f"mode={options.get('mode', 'dense')!r}); use similarity_search_with_score, whose scores are the "
+                "mode's own."
             )
         distance = self._any.distance
         if distance == "cosine":

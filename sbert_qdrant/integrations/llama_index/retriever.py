@@ -35,9 +35,10 @@ class SbertDocumentRetriever(BaseRetriever):
         super().__init__(**kwargs)
         self.collection = collection
         self.similarity_top_k = similarity_top_k
-        options = {**(search_kwargs or {}), "limit": similarity_top_k}
-        request = SearchRequest.of(options, names={"limit": "similarity_top_k"})
-        self.search_kwargs = {k: v for k, v in request.options().items() if k != "limit"}
+        self.search_kwargs = dict(search_kwargs or {})
+        options = {**self.search_kwargs, "limit": similarity_top_k}
+        #: The request every retrieval sends, checked here.
+        self.request = SearchRequest.of(options, names={"limit": "similarity_top_k"})
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         if not isinstance(self.collection, TextCollection):
@@ -45,16 +46,16 @@ class SbertDocumentRetriever(BaseRetriever):
                 "this retriever wraps an AsyncTextCollection: call aretrieve() instead of retrieve(), or pass a "
                 "TextCollection."
             )
-        found = self.collection.search_documents(query_bundle.query_str, self.similarity_top_k, **self.search_kwargs)
+        found = self.collection.search_documents(query_bundle.query_str, request=self.request)
         return [as_node(hit) for hit in found]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         collection = self.collection
-        query, limit = query_bundle.query_str, self.similarity_top_k
+        query = query_bundle.query_str
         if isinstance(collection, TextCollection):
-            found = await asyncio.to_thread(collection.search_documents, query, limit, **self.search_kwargs)
+            found = await asyncio.to_thread(collection.search_documents, query, request=self.request)
         else:
-            found = await collection.search_documents(query, limit, **self.search_kwargs)
+            found = await collection.search_documents(query, request=self.request)
         return [as_node(hit) for hit in found]
 
 

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ...aio import AsyncTextCollection
     from ...encoder import CrossEncoder
     from ...protocols import TextEncoder
+    from ...search_request import SearchRequest
 
 #: The find tools' words for the search options whose names differ.
 _TOOL_WORDS = {"chunks": "passages"}
@@ -132,15 +133,15 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
     """Every tool by name: (function, description, annotations)."""
     settings = backend.settings
 
-    async def search_options(
+    async def search_request(
         collection: AsyncTextCollection,
         query_filter: Filter,
         limit: int | None,
         field_values: dict[str, Any] | None,
         rerank: bool,
         chosen: dict[str, Any],
-    ) -> dict[str, Any]:
-        """A find tool's arguments as one checked SearchRequest (errors in the tool's words), as search options."""
+    ) -> SearchRequest:
+        """A find tool's arguments as one checked SearchRequest (errors in the tool's words)."""
         from ...search_request import SearchRequest  # imports qdrant-client: not before the server answers
 
         fields = field_filter(settings.field_arguments, field_values or {}, collection.layout)
@@ -150,7 +151,7 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
         }
         if rerank:
             options |= {"rerank": await backend.cross_encoder(), "rerank_weight": settings.rerank_weight}
-        return SearchRequest.of({**options, **chosen}, names=_TOOL_WORDS).options()
+        return SearchRequest.of({**options, **chosen}, names=_TOOL_WORDS)
 
     async def find(
         query: Query,
@@ -173,8 +174,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             )
         cut = await backend.truncation(query, "query")
         chosen = {"mode": mode, "diversity": diversity}
-        options = await search_options(collection, query_filter, limit, field_values, rerank, chosen)
-        hits = await collection.search_text(query, **options)
+        request = await search_request(collection, query_filter, limit, field_values, rerank, chosen)
+        hits = await collection.search_text(query, request=request)
         return results.found(collection_name, query, hits, truncated=cut, style=settings.results)
 
     async def store(
@@ -235,8 +236,8 @@ def _tools(backend: Backend) -> dict[str, tuple[Tool, str, ToolAnnotations]]:
             return results.found_documents(collection_name, query, [], stored=False)
         cut = await backend.truncation(query, "query")
         chosen = {"mode": mode, "chunks": passages}
-        options = await search_options(collection, query_filter, limit, field_values, rerank, chosen)
-        hits = await collection.search_documents(query, **options)
+        request = await search_request(collection, query_filter, limit, field_values, rerank, chosen)
+        hits = await collection.search_documents(query, request=request)
         return results.found_documents(collection_name, query, hits, truncated=cut)
 
     async def find_duplicates(

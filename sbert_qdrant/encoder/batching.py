@@ -1,4 +1,4 @@
-"""The encoding pipeline of an accelerator: token-budget batches over length-sorted texts, the host's work
+"""Batching for an accelerator: token-budget batches over length-sorted texts, the host's work
 (tokenizing, collating into pinned buffers) on a worker thread ahead of the device, non-blocking copies both ways,
 and each batch's results landing in the caller's array while the device computes the next.
 

@@ -1,7 +1,7 @@
-"""The one pipelined write of a collection, for texts, documents and precomputed vectors alike: batch k+1 is
+"""The one overlapped write of a collection, for texts, documents and precomputed vectors alike: batch k+1 is
 checked and encoded while batch k is written; what landed is counted, and a failure says which records are stored.
 
-Written once, for asyncio; ``tools/unasync.py`` derives ``pipeline_sync.py``.
+Written once, for asyncio; ``tools/unasync.py`` derives ``overlapped_sync.py``.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Step:
 
 
 @dataclass
-class Pipeline(Generic[B]):
+class OverlappedWrite(Generic[B]):
     """A write of ``batches`` into ``collection_name``: ``plan`` turns a checked batch into its step (asking the
     store what is stored), ``ensure`` makes the collection exist once the first batch has passed its checks."""
 
