@@ -174,8 +174,9 @@ class SearchRequest:
     candidates: int | None = field(
         default=None,
         metadata={
-            "doc": "hits each retrieval stage draws (default: texts `max(limit, 100)`, documents `max(4 * limit * "
-            "chunks, 100)`; with `diversity`, twice the points read, at least 20)",
+            "doc": "hits each retrieval stage draws: a hybrid search's sources, MMR, late interaction, a first stage "
+            "(default: texts `max(limit, 100)`, documents `max(4 * limit * chunks, 100)`; with `diversity`, twice "
+            "the points read, at least 20); refused where no stage draws them",
             "cli": {"type": int},
         },
     )

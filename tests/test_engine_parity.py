@@ -119,6 +119,14 @@ CASES: dict[str, tuple[Expected, Case]] = {
     ),
     "search diversity above 1": (InvalidArgumentError, lambda c: c.search_text("x", diversity=1.5)),
     "search candidates below limit": (InvalidArgumentError, lambda c: c.search_text("x", limit=20, candidates=10)),
+    # no stage draws candidates on a plain dense or sparse search, or one by vector: refused, never ignored
+    "search dense candidates": (InvalidArgumentError, lambda c: c.search_text("x", limit=2, candidates=20)),
+    "search sparse candidates": (InvalidArgumentError, lambda c: c.search_text("x", mode="sparse", candidates=20)),
+    "search documents candidates": (InvalidArgumentError, lambda c: c.search_documents("x", candidates=20)),
+    "search by vector candidates": (
+        InvalidArgumentError,
+        lambda c: c.search_by_vector(c.encoder.encode_query(["x"])[0], candidates=20),
+    ),
     "search sparse threshold as str": (
         InvalidArgumentError,
         lambda c: c.search_text("x", mode="sparse", score_threshold="1"),

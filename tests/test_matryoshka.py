@@ -138,7 +138,8 @@ def test_storage_presets_on_edge_search_rescored_by_default(tmp_path: Path, pres
         coll.upsert_texts(TEXTS, ids=list(range(len(TEXTS))))
         coll.optimize()
         full = encoder.encode_document(TEXTS) @ encoder.encode_query([QUERIES[0]])[0]
-        hits = coll.search_text(QUERIES[0], limit=5, candidates=len(TEXTS))
+        deep = {"candidates": len(TEXTS)} if first_stage else {}  # a first stage draws them; codes alone do not
+        hits = coll.search_text(QUERIES[0], limit=5, **deep)  # type: ignore[arg-type]
         # the full float32 vectors re-score the candidates: the scores are exact cosines
         assert np.allclose([h.score for h in hits], full[[h.id for h in hits]], atol=2e-3)
     with TextCollection("q", encoder, location=tmp_path, **options) as reopened:  # type: ignore[arg-type]

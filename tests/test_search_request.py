@@ -88,7 +88,7 @@ def _values(cross: CrossEncoder) -> dict[str, dict[str, Any]]:
         "mode": {"mode": "hybrid"},
         "fusion": {"mode": "hybrid", "fusion": "rrf"},
         "weights": {"mode": "hybrid", "fusion": "rrf", "weights": (1.0, 2.0)},
-        "candidates": {"candidates": 20},
+        "candidates": {"mode": "hybrid", "candidates": 20},  # where a stage draws them (plain dense: refused)
         "diversity": {"diversity": 0.3},
         "using": {"using": "cls"},
         "rescore": {"rescore": "tokens"},
@@ -116,6 +116,7 @@ REFUSED = {
         "rerank": "query's text",
         "rerank_candidates": "query's text",
         "rerank_weight": "query's text",
+        "candidates": "densely",
     },
 }
 
@@ -232,8 +233,8 @@ def test_the_cli_takes_the_options_and_refuses_before_loading(
     assert main(["index", str(source), *engine()]) == 0
     assert main(["index", str(source), "--documents", *engine("d")]) == 0
     capsys.readouterr()
-    search = ["search", "learning Python", "--json", "--offset", "1", "--candidates", "20", "--limit", "2"]
-    hybrid = ["--mode", "hybrid", "--fusion", "rrf", "--weights", "1", "2"]
+    search = ["search", "learning Python", "--json", "--offset", "1", "--limit", "2"]
+    hybrid = ["--mode", "hybrid", "--fusion", "rrf", "--weights", "1", "2", "--candidates", "20"]
     assert main([*search, *hybrid, *engine()]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
     assert main([*search, "--documents", "--chunks", "1", "--score", "sum", *engine("d")]) == 0

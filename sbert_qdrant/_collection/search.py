@@ -118,6 +118,22 @@ def check_queries(queries: Sequence[str]) -> list[str]:
     return [check_text(q, f"queries[{i}]", "pass words to search for") for i, q in enumerate(queries)]
 
 
+def check_candidates(settings: CollectionConfig, plan: SearchPlan) -> None:
+    """Refuse ``candidates=`` on a search no stage of which draws candidates (on the collection's stored slots):
+    it would be ignored."""
+    request = plan.request
+    if request.candidates is None or request.mode == "hybrid" or request.diversity is not None:
+        return
+    if request.rescore is not None or (request.mode == "dense" and settings.layout.first_stage(plan.using)):
+        return
+    raise InvalidArgumentError(
+        f"candidates={request.candidates} applies where a stage draws candidates (mode='hybrid', diversity=, "
+        f"rescore=, a slot with a first stage); this {request.mode} search of slot {plan.using!r} returns its best "
+        "hits directly and would ignore it: drop it (a re-ranker draws rerank_candidates=; a deeper HNSW search is "
+        "search_params=SearchParams(hnsw_ef=...))."
+    )
+
+
 def require_sparse(settings: CollectionConfig, bm25: Bm25 | None, mode: SearchMode) -> None:
     """Refuse a sparse or hybrid search of a collection without BM25 vectors, naming the fix."""
     if mode != "dense" and bm25 is None:
@@ -135,6 +151,7 @@ def engine_searches(
     """Encode query texts and build one engine search each (blocking: run off the event loop)."""
     request, name = plan.request, plan.using
     require_sparse(settings, bm25, request.mode)
+    check_candidates(settings, plan)
     dense: list[list[float]] = []
     if request.mode != "sparse" or request.diversity is not None:
         encode = encode_documents if plan.symmetric else encode_queries

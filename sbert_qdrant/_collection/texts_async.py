@@ -44,6 +44,7 @@ from .runtime_async import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
     SearchPlan,
+    check_candidates,
     check_limit,
     check_queries,
     dense_search,
@@ -161,6 +162,7 @@ class AsyncTexts:
             )
         await context.ensure(create=False)
         config = context.config
+        check_candidates(config, plan)
         found = await context.store.query(
             context.name,
             StoreQuery(

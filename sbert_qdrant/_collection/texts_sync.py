@@ -46,6 +46,7 @@ from .runtime_sync import run_blocking
 from .schema import stored_threshold, with_calibration
 from .search import (
     SearchPlan,
+    check_candidates,
     check_limit,
     check_queries,
     dense_search,
@@ -161,6 +162,7 @@ class Texts:
             )
         context.ensure(create=False)
         config = context.config
+        check_candidates(config, plan)
         found = context.store.query(
             context.name,
             StoreQuery(
