@@ -83,7 +83,8 @@ class StaticInt8Linear(nn.Module):
         #: How inputs are coded: u8, or s16 within +-input_limit.
         self.input_dtype = torch.int16 if wide_input else torch.uint8
         self.input_limit = input_limit(self.in_features, wide_input)
-        coding = static_coding(linear.weight.detach().float(), low, high, alpha, weight_reach, weight_levels, wide_input)
+        weight = linear.weight.detach().float()
+        coding = static_coding(weight, low, high, alpha, weight_reach, weight_levels, wide_input)
         weight, w_scale = coding.weight, coding.w_scale
         self.x_scale, self.x_zero_point = coding.x_scale, coding.x_zero_point
         # x / smooth / x_scale + zero point, as one multiply-add per element
