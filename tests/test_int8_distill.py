@@ -41,13 +41,14 @@ def calibrated() -> Calibrated:
 @needs_avx2
 def test_the_simulation_computes_what_static_int8_computes(calibrated: Calibrated, cache: Path) -> None:
     encoder, ranges = calibrated
-    texts = held_out_texts()[:60]
+    features = encoder.tokenize(held_out_texts()[:60])
     real, simulated = copy.deepcopy(encoder), copy.deepcopy(encoder)
     quantize_static_int8(real.transformer.model, ranges)
     simulate_int8(simulated.transformer.model, ranges)
-    exact, int8, sim = _encode(encoder, texts), _encode(real, texts), _encode(simulated, texts)
-    int8_error = 1 - _cosines(int8, exact).mean()
-    assert 1 - _cosines(sim, int8).mean() < 0.25 * int8_error
+    with torch.inference_mode():  # token states: a random BERT's pooled vectors all point one way
+        exact, int8, sim = (e.transformer(dict(features))["token_embeddings"] for e in (encoder, real, simulated))
+    mask = features["attention_mask"].bool()
+    assert (sim - int8)[mask].norm() < 0.25 * (int8 - exact)[mask].norm()
 
 
 def test_distillation_trains_the_layers_towards_fp32(calibrated: Calibrated, tmp_path: Path) -> None:

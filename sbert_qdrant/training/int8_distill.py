@@ -33,7 +33,8 @@ WINDOW = 64
 @dataclass(frozen=True)
 class DistillConfig:
     """``steps`` of ``batch_size`` texts at learning rate ``lr`` (Adam, 5 % linear warm-up, then linear decay),
-    token states weighted by ``token_weight`` beside the embeddings, texts cut at ``max_seq_length`` tokens."""
+    token states weighted by ``token_weight`` beside the embeddings, texts cut at ``max_seq_length`` tokens
+    (or the model's own limit, where lower)."""
 
     steps: int = 1000
     batch_size: int = 32
@@ -75,7 +76,7 @@ def distill_int8(
         )
     teacher = encoder.eval()
     student = copy.deepcopy(encoder)
-    student.transformer.set_max_seq_length(config.max_seq_length)
+    student.transformer.set_max_seq_length(min(config.max_seq_length, encoder.transformer.max_seq_length))
     model = student.transformer.model
     names = trained_names(model)
     state = torch.load(checkpoint, weights_only=True) if checkpoint.is_file() else None
