@@ -7,6 +7,7 @@ set within ``HELD_APART_LOSS``).
     python benchmarks/int8_ranges.py --data ../shared/data             # calibrate, then measure on every ISA here
     python benchmarks/int8_ranges.py --data ../shared/data --measure   # measure the shipped ranges again
     # --fp32 PATH: reuse the fp32 vectors an earlier run saved; --isa native --isa avx2: only those
+    python benchmarks/int8_ranges.py --data ../shared/data --distilled FOLDER   # a distilled int8 beside today's
 
 Calibration texts (512, none from an evaluated set): 128 each of STS-B train sentences, Quora train questions (the
 file's first pairs), SNLI train sentences and SciFact abstracts (long). Dev (tuned on): STS-B dev and SICK (train +
@@ -17,6 +18,10 @@ ATEN_CPU_CAPABILITY=avx2``) and AVX-VNNI (``ONEDNN_MAX_CPU_ISA=AVX2_VNNI``, the 
 ISA measured twice records its worse loss per set. On an AVX2-only CPU both would run AVX2 again: only the native run
 measures. ``--measure`` keeps the losses recorded for ISAs this CPU cannot run (the same ranges, measured elsewhere:
 re-measure them there after a change to their quantization); a new calibration drops them all.
+
+``--distilled FOLDER`` (``sbert-qdrant quantize``'s output for the default model): measures its int8 and today's
+(the shipped ranges, original weights) against the original fp32, side by side per set, and records the distilled
+losses in the folder's ``int8_ranges.safetensors`` (what ``precision="auto"`` reads for that folder).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 from _data import cpu_summary, read_quora_questions, read_stsb
@@ -39,6 +45,7 @@ from int8_heldapart import compare, dev_sets, distinct_texts, held_apart_sets
 from sbert_qdrant import SentenceEncoder
 from sbert_qdrant.encoder.identity import weights_digest
 from sbert_qdrant.encoder.int8 import calibration, int8_kernels
+from sbert_qdrant.encoder.int8.distilled import RANGES_FILE
 
 PER_SOURCE = 128
 #: The Linears kept out of u8 activations (None: ``quantize.kept_layer_names``'s rule, the first block's FFN output)
@@ -74,12 +81,12 @@ def calibration_texts(data: Path) -> list[str]:
     return stsb + quora + list(snli) + abstracts
 
 
-def measure(data: Path, exact_path: Path) -> dict[str, object]:
+def measure(data: Path, exact_path: Path, model: Path | None = None) -> dict[str, object]:
     """Static int8 (the shipped ranges) against fp32 (``exact_path``: the parent's vectors of every text) on the dev
     and held-apart sets, in this process's ISA: per set both Spearman figures, the loss and the distance."""
     sets = dev_sets(data) | held_apart_sets(data)
     texts = distinct_texts(sets)
-    int8 = SentenceEncoder.load(device="cpu", precision="int8")
+    int8 = SentenceEncoder.load(model, device="cpu", precision="int8")
     result: dict[str, object] = {"isa": calibration.int8_isa(), "mode": int8.int8_mode}
     result["kernels"] = int8_kernels(int8.transformer.model)
     figures = compare(sets, texts, np.load(exact_path), np.asarray(int8.encode(texts, batch_size=64)))
@@ -87,6 +94,42 @@ def measure(data: Path, exact_path: Path) -> dict[str, object]:
     result["losses"] = {name: figure["loss"] for name, figure in figures.items()}
     result["min_cos"] = min(figure["min_cos"] for figure in figures.values())
     return result
+
+
+def _child(data: Path, exact: Path, extra: dict[str, str], distilled: Path | None = None) -> dict[str, Any]:
+    """``measure`` in a child process with ``extra`` environment and no cached calibration."""
+    with tempfile.TemporaryDirectory() as cache:
+        env = os.environ | extra | {"SBERT_QDRANT_CACHE": cache}
+        child = [sys.executable, __file__, "--data", str(data), "--child", str(exact)]
+        child += ["--distilled", str(distilled)] if distilled else []
+        out = subprocess.run(child, env=env, check=True, capture_output=True, text=True).stdout
+    return cast(dict[str, Any], json.loads(out.strip().splitlines()[-1]))
+
+
+def compare_distilled(data: Path, folder: Path, fp32: Path | None) -> None:
+    """Today's int8 and the distilled one against the original fp32, natively, per set; the distilled losses are
+    recorded in the folder's ranges."""
+    print(cpu_summary())
+    with tempfile.TemporaryDirectory() as scratch:
+        exact = fp32 or Path(scratch) / "fp32.npy"
+        if fp32 is None:
+            texts = distinct_texts(dev_sets(data) | held_apart_sets(data))
+            encoder = SentenceEncoder.load(device="cpu", precision="fp32")
+            np.save(exact, encoder.encode(texts, batch_size=64))
+        today, distilled = _child(data, exact, {}), _child(data, exact, {}, folder)
+    print(f"int8 ISA {distilled['isa']}; loss = fp32 - int8 (Spearman x100); limits dev 0.05, held-apart 0.075")
+    print(f"{'set':10} {'fp32':>7} {'today':>7} {'distilled':>9} {'min cos today':>13} {'distilled':>9}")
+    for name, figure in distilled["sets"].items():
+        was = today["sets"][name]
+        print(
+            f"{name:10} {figure['fp32']:7.3f} {was['loss']:7.3f} {figure['loss']:9.3f} {was['min_cos']:13.4f} "
+            f"{figure['min_cos']:9.4f}"
+        )
+    ranges = calibration.ActivationRanges.read(folder / RANGES_FILE)
+    assert ranges is not None
+    final = dataclasses.replace(ranges, losses=ranges.losses | {str(distilled["isa"]): distilled["losses"]})
+    final.save(folder / RANGES_FILE)
+    print(f"auto with the distilled folder: {final.int8_verdict(str(distilled['isa'])) or 'static int8 (exact-grade)'}")
 
 
 def main() -> None:
@@ -99,10 +142,14 @@ def main() -> None:
     parser.add_argument(
         "--isa", action="append", choices=list(ISA_ENVIRONMENTS), help="measure only these (default: every one)"
     )
+    parser.add_argument("--distilled", type=Path, help="a distilled int8 folder to measure beside today's int8")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.data, args.child)))
+        print(json.dumps(measure(args.data, args.child, args.distilled)))
+        return
+    if args.distilled:
+        compare_distilled(args.data, args.distilled, args.fp32)
         return
     encoder = SentenceEncoder.load(device="cpu", precision="fp32")
     digest = weights_digest(encoder.module_list)
@@ -132,11 +179,7 @@ def main() -> None:
             if extra and calibration.int8_isa() != "vnni":
                 print(f"{label}: not emulated (this CPU has no VNNI: its native int8 is {calibration.int8_isa()})")
                 continue
-            with tempfile.TemporaryDirectory() as cache:  # no cached calibration: the shipped ranges are what runs
-                env = os.environ | extra | {"SBERT_QDRANT_CACHE": cache}
-                child = [sys.executable, __file__, "--data", str(args.data), "--child", str(exact)]
-                out = subprocess.run(child, env=env, check=True, capture_output=True, text=True).stdout
-            result = json.loads(out.strip().splitlines()[-1])
+            result = _child(args.data, exact, extra)  # no cached calibration: the shipped ranges are what runs
             emulated = " (emulated)" if extra else ""
             print(f"{label}{emulated}: {json.dumps(result)}")
             if result["mode"] == "static":  # elsewhere int8 is dynamic: nothing measured for auto to read

@@ -104,7 +104,7 @@ def test_help_imports_no_torch_or_transformers() -> None:
 import sys
 from sbert_qdrant.cli import main
 verbs = ["encode", "index", "search", "dedup", "demo", "train", "mine-negatives", "adapt-corpus", "evaluate",
-         "build-kernels", "mcp"]
+         "build-kernels", "quantize", "mcp"]
 for argv in [["--help"], ["--version"], *([verb, "--help"] for verb in verbs)]:
     try:
         main(argv)

@@ -13,7 +13,7 @@ from ..errors import SbertQdrantError
 
 #: The command groups. Each imports at its top only what its parser needs (no torch, transformers, qdrant-client or
 #: pydantic), the rest when a command runs, so that --help and every command's --help answer at once.
-_COMMAND_GROUPS = ("encode", "collections", "demo", "training", "adapt", "kernels", "mcp")
+_COMMAND_GROUPS = ("encode", "collections", "demo", "training", "adapt", "kernels", "quantize", "mcp")
 #: Verbs whose group is the only one built when they are run, and only listed (``add_summary``) otherwise: an agent's
 #: MCP client times out on a server that first loads the other commands; the others need not load the server's.
 _ALONE = {"mcp": "mcp"}

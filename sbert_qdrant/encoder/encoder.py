@@ -27,6 +27,8 @@ from .feed import TokenFeed
 from .folder import read_model_config, write_model_config
 from .identity import check_truncate_dim, encoder_identity, model_name, modules_digest, weights_digest
 from .int8 import Int8Plan, checked_calibration, exact_grade_int8
+from .int8.calibration import exact_grade_ranges
+from .int8.distilled import DistilledInt8
 from .layers import Dense, Normalize, l2_normalize
 from .loading import DEFAULT_MODEL, load_modules, resolve_model_folder, save_modules
 from .packed import pack, packed_or_padded, packs
@@ -75,6 +77,8 @@ class SentenceEncoder(nn.Module):
     static int8 on; cached per model, so later loads need none. Without them int8 is static all the same: the
     cached calibration, else the one shipped for the model (the default model's), else a calibration on the first
     texts it encodes (fp32 until then). Where static int8 does not run, int8 is dynamic (the reason is logged).
+    int8_distilled: weights distilled for static int8 and their ranges (``sbert-qdrant quantize``; ``load`` reads
+    them from a folder that has them): precision "int8" runs them, fp32 and bf16 the original weights.
     truncate_dim: keep the first ``truncate_dim`` values of every vector (a Matryoshka model's smaller vectors), as
     sentence-transformers does; ``dimension`` and ``identity`` say so. Unlike sentence-transformers, a normalizing
     model's cut vectors are normalized again, so they keep unit length and dot product stays cosine.
@@ -90,6 +94,7 @@ class SentenceEncoder(nn.Module):
         default_prompt_name: str | None = None,
         calibration_texts: Sequence[str] | None = None,
         truncate_dim: int | None = None,
+        int8_distilled: DistilledInt8 | None = None,
     ) -> None:
         super().__init__()
         if not modules or not isinstance(modules[0], Transformer):
@@ -113,8 +118,18 @@ class SentenceEncoder(nn.Module):
             self.transformer.model,
             target,
             precision,
-            lambda: exact_grade_int8(self._weights),
-            lambda: Int8Plan(self.transformer.model, self._weights, texts, self._calibration_batches, self.transformer),
+            lambda: (
+                exact_grade_int8(self._weights) if int8_distilled is None else exact_grade_ranges(int8_distilled.ranges)
+            ),
+            lambda: Int8Plan(
+                self.transformer.model,
+                self._weights,
+                texts,
+                self._calibration_batches,
+                self.transformer,
+                None if int8_distilled is None else int8_distilled.ranges,
+                None if int8_distilled is None else int8_distilled.weights,
+            ),
         )
         #: Whether ``precision`` was chosen by "auto".
         self.auto_precision = precision == "auto"
@@ -159,6 +174,7 @@ class SentenceEncoder(nn.Module):
             default_prompt_name=default_prompt_name,
             calibration_texts=calibration_texts,
             truncate_dim=truncate_dim,
+            int8_distilled=DistilledInt8.read(folder),
         )
         encoder._model_config = config
         encoder.model_name = model_name(model if model is not None else DEFAULT_MODEL)

@@ -169,11 +169,16 @@ def shipped_ranges(weights_digest: str) -> ActivationRanges | None:
 def exact_grade_int8(weights_digest: str) -> bool:
     """Whether static int8 runs here with shipped ranges for these weights measured exact-grade on this ISA (where
     shipped ranges exist and are not, the reason is logged: ``auto`` then runs the next exact precision)."""
+    return exact_grade_ranges(shipped_ranges(weights_digest) if int8_isa() else None)
+
+
+def exact_grade_ranges(ranges: ActivationRanges | None) -> bool:
+    """Whether static int8 runs here with ``ranges`` measured exact-grade on this ISA (else the reason is logged,
+    where there are ranges: ``auto`` then runs the next exact precision)."""
     isa = int8_isa()
-    shipped = shipped_ranges(weights_digest) if isa else None
-    if shipped is None:
+    if ranges is None or isa is None:
         return False
-    why = shipped.int8_verdict(isa)
+    why = ranges.int8_verdict(isa)
     if why is not None:
         logger.info("precision='auto' does not run int8: %s", why)
     return why is None

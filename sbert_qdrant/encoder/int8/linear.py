@@ -8,6 +8,7 @@ import ctypes
 import logging
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 import torch
@@ -81,34 +82,17 @@ class StaticInt8Linear(nn.Module):
             raise ValueError("s16 activations (wide_input=True) run on the native AVX2 GEMM only")
         #: How inputs are coded: u8, or s16 within +-input_limit.
         self.input_dtype = torch.int16 if wide_input else torch.uint8
-        self.input_limit = min(32767, S32_LIMIT // (127 * self.in_features)) if wide_input else 255
-        if wide_input:
-            weight_levels = WEIGHT_LEVELS["vnni"]  # vpmaddwd adds exactly: no pair can saturate
+        self.input_limit = input_limit(self.in_features, wide_input)
         weight = linear.weight.detach().float()
-        reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
-        if weight_reach is None:
-            weight_reach = weight.abs().amax(0)
-        smooth = (reach**alpha / weight_reach.clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
-        weight = weight * smooth
-        lowest = float(torch.clamp((low / smooth).min(), max=0.0))
-        highest = float(torch.clamp((high / smooth).max(), min=0.0))
-        if wide_input:
-            self.x_scale = max(-lowest, highest, 1e-8) / self.input_limit
-            self.x_zero_point = 0
-        else:
-            self.x_scale = max(highest - lowest, 1e-8) / 255
-            self.x_zero_point = min(255, round(-lowest / self.x_scale))
+        coding = static_coding(weight, low, high, alpha, weight_reach, weight_levels, wide_input)
+        weight, w_scale = coding.weight, coding.w_scale
+        self.x_scale, self.x_zero_point = coding.x_scale, coding.x_zero_point
         # x / smooth / x_scale + zero point, as one multiply-add per element
-        self.register_buffer("x_multiplier", (1 / (smooth * self.x_scale)).contiguous())
+        self.register_buffer("x_multiplier", (1 / (coding.smooth * self.x_scale)).contiguous())
         self.register_buffer("x_offset", torch.tensor(float(self.x_zero_point)))
-        levels = torch.full((weight.shape[0],), float(weight_levels))
-        if weight_levels < WEIGHT_LEVELS["vnni"]:
-            codes = (high / smooth / self.x_scale + self.x_zero_point).clamp(min=0.0)
-            levels = pair_safe_levels(weight, (codes * CODE_HEADROOM).clamp(max=255.0), weight_levels)
-        w_scale = weight.abs().amax(1).clamp(min=1e-8) / levels
         int8_weight = torch.round(weight / w_scale[:, None]).clamp(-127, 127).to(torch.int8)
         #: The widths its weight rows take: {8} with VNNI, {7, 8} or one of them on AVX2.
-        self.weight_bits = frozenset(int(level).bit_length() + 1 for level in levels.unique())
+        self.weight_bits = frozenset(int(level).bit_length() + 1 for level in coding.levels.unique())
         if self.native is None:
             self.packed_weight = torch.ops.onednn.qlinear_prepack(int8_weight, None)
         else:
@@ -263,6 +247,57 @@ class JoinedGemm:
     def __call__(self, codes: torch.Tensor) -> torch.Tensor:
         """The joined outputs, side by side ([n, sum of out_features])."""
         return gemm_s8(self.library, codes, self.packed, self.out_features, self.epilogue, self.output)
+
+
+def input_limit(in_features: int, wide_input: bool) -> int:
+    """The largest input code: 255 (u8), or for s16 as many levels as s32 sums of ``in_features`` products allow."""
+    return min(32767, S32_LIMIT // (127 * in_features)) if wide_input else 255
+
+
+@dataclass(frozen=True)
+class StaticCoding:
+    """How a :class:`StaticInt8Linear` codes its input and weights: ``smooth`` (per input channel; inputs are divided
+    by it, ``weight`` columns multiplied), the input's ``x_scale`` and ``x_zero_point`` (0 for s16), and per output
+    channel its largest weight code (``levels``) and ``w_scale``."""
+
+    smooth: torch.Tensor
+    weight: torch.Tensor
+    x_scale: float
+    x_zero_point: int
+    levels: torch.Tensor
+    w_scale: torch.Tensor
+
+
+def static_coding(
+    weight: torch.Tensor,
+    low: torch.Tensor,
+    high: torch.Tensor,
+    alpha: float,
+    weight_reach: torch.Tensor | None,
+    weight_levels: int,
+    wide_input: bool,
+) -> StaticCoding:
+    """The coding of a Linear of ``weight`` (fp32, [out, in]) whose inputs were calibrated to ``low``..``high`` per
+    channel (``StaticInt8Linear``'s arguments): the one place it is decided, for the kernels and their simulation."""
+    reach = torch.maximum(low.abs(), high.abs()).clamp(min=1e-5)
+    if weight_reach is None:
+        weight_reach = weight.abs().amax(0)
+    smooth = (reach**alpha / weight_reach.clamp(min=1e-5) ** (1 - alpha)).clamp(min=1e-5)
+    weight = weight * smooth
+    lowest = float(torch.clamp((low / smooth).min(), max=0.0))
+    highest = float(torch.clamp((high / smooth).max(), min=0.0))
+    if wide_input:
+        weight_levels = WEIGHT_LEVELS["vnni"]  # vpmaddwd adds exactly: no pair can saturate
+        x_scale, x_zero_point = max(-lowest, highest, 1e-8) / input_limit(weight.shape[1], True), 0
+    else:
+        x_scale = max(highest - lowest, 1e-8) / 255
+        x_zero_point = min(255, round(-lowest / x_scale))
+    levels = torch.full((weight.shape[0],), float(weight_levels))
+    if weight_levels < WEIGHT_LEVELS["vnni"]:
+        codes = (high / smooth / x_scale + x_zero_point).clamp(min=0.0)
+        levels = pair_safe_levels(weight, (codes * CODE_HEADROOM).clamp(max=255.0), weight_levels)
+    w_scale = weight.abs().amax(1).clamp(min=1e-8) / levels
+    return StaticCoding(smooth, weight, x_scale, x_zero_point, levels, w_scale)
 
 
 def pair_safe_levels(weight: torch.Tensor, codes: torch.Tensor, floor: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
+import torch
 from torch import nn
 
 from ..features import Features
@@ -28,7 +29,8 @@ logger = logging.getLogger(__name__)
 class Int8Plan:
     """The int8 of ``model`` (fp32 until :meth:`apply`): ``texts`` to calibrate on (None: ``ranges`` where given,
     else the cached or shipped ranges of ``weights_digest``), ``batches`` and ``run`` to calibrate with (texts ->
-    collated batches -> fp32 forward). Without any ranges, the model stays fp32 until it has seen
+    collated batches -> fp32 forward); ``weights``: distilled weights for ``ranges`` (``distilled.py``), loaded into
+    the model before it is quantized. Without any ranges, the model stays fp32 until it has seen
     :data:`FEW_CALIBRATION_TEXTS` texts (the calls before run one at a time, exact), then calibrates on them (up to
     :data:`CALIBRATION_TEXTS`), caches the ranges (later loads read them: the same vectors in every process) and
     runs static int8."""
@@ -41,6 +43,7 @@ class Int8Plan:
         batches: Callable[[list[Any]], Iterable[Features]],
         run: Callable[[Features], object],
         ranges: ActivationRanges | None = None,
+        weights: dict[str, torch.Tensor] | None = None,
     ) -> None:
         self.model, self._digest, self._batches, self._run = model, weights_digest, batches, run
         supported = static_supported()
@@ -48,6 +51,8 @@ class Int8Plan:
             self.ranges: ActivationRanges | None = ranges  # certified for these weights, saved with their folder
         else:
             self.ranges = static_calibration(model, weights_digest, texts, batches, run) if supported else None
+        #: Weights to load into the model before it is quantized: the distilled ones, where their ranges run.
+        self._distilled = weights if self.ranges is not None and self.ranges is ranges else None
         #: Waiting for the first texts to calibrate on.
         self.pending = supported and self.ranges is None
         self._seen: list[Any] = []
@@ -67,6 +72,8 @@ class Int8Plan:
     def apply(self) -> None:
         """Quantize the model now, unless waiting for texts to calibrate on."""
         if not self.pending:
+            if self._distilled is not None:
+                self.model.load_state_dict(self._distilled, strict=False)
             quantize_int8(self.model, self.ranges)
 
     @contextmanager

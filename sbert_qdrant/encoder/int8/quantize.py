@@ -103,7 +103,7 @@ def quantize_static_int8(model: nn.Module, ranges: ActivationRanges) -> nn.Modul
     if library is None:
         compiled_quantizer()  # built here, once, rather than by parallel batches
     names = quantized_layer_names(model)
-    weight_reach = _shared_weight_reach(model, names)
+    weight_reach = shared_weight_reach(model, names)
     levels = WEIGHT_LEVELS[cpu.int8_gemm_isa()[0]]
     for name in names:
         parent_name, _, child = name.rpartition(".")
@@ -144,7 +144,7 @@ def _wide_library(library: ctypes.CDLL | None) -> ctypes.CDLL | None:
     return load_library("avx2")[0]
 
 
-def _shared_weight_reach(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
+def shared_weight_reach(model: nn.Module, names: list[str]) -> dict[str, torch.Tensor]:
     """Per parent module holding all of :data:`SHARED_INPUT`: the largest absolute weight per input channel over
     them, so that they smooth (and quantize) their common input alike."""
     reach: dict[str, torch.Tensor] = {}
