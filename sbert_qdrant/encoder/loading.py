@@ -14,7 +14,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelLoadError, ModelNotFoundError
 from ..types import DEFAULT_MODEL
@@ -124,7 +124,7 @@ def saved_token_limit(folder: Path) -> int:
     entries = module_entries(folder)
     root = entries[0][1] if entries else folder
 
-    def setting(file: str, key: str) -> float | None:
+    def setting(file: str, key: str) -> Any:
         return read_json(root / file).get(key) if (root / file).is_file() else None
 
     positions = setting("config.json", "max_position_embeddings")
