@@ -32,7 +32,7 @@ from .records import (
     check_payload,
     check_text,
 )
-from .types import Scoring
+from .types import MIN_CHUNK_TOKENS, Scoring
 
 #: Token spans (start, end) of a text's tokens, in characters, without special tokens.
 Offsets = Callable[[str], list[tuple[int, int]]]
@@ -56,18 +56,22 @@ def chunk_tokens_within(limit: int, chunk_tokens: int | None) -> int:
     """Tokens per chunk: ``chunk_tokens`` checked against what the encoder reads whole (``limit``), else ``limit``."""
     if chunk_tokens is None:
         return limit
-    if isinstance(chunk_tokens, bool) or not isinstance(chunk_tokens, int) or not 8 <= chunk_tokens <= limit:
+    if (
+        isinstance(chunk_tokens, bool)
+        or not isinstance(chunk_tokens, int)
+        or not MIN_CHUNK_TOKENS <= chunk_tokens <= limit
+    ):
         raise InvalidArgumentError(
-            f"chunk_tokens={chunk_tokens!r} must be an integer from 8 to {limit} (the encoder's max_seq_length less "
-            f"its special tokens and document prompt), or None for {limit}."
+            f"chunk_tokens={chunk_tokens!r} must be an integer from {MIN_CHUNK_TOKENS} to {limit} (the encoder's "
+            f"max_seq_length less its special tokens and document prompt), or None for {limit}."
         )
     return chunk_tokens
 
 
 def split_document(text: str, offsets: Offsets, max_tokens: int, overlap_tokens: int = 0) -> list[Chunk]:
     """Split ``text`` (checked non-empty) into chunks of at most ``max_tokens`` tokens."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 8:
-        raise InvalidArgumentError(f"chunk_tokens={max_tokens!r} must be an integer of at least 8.")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < MIN_CHUNK_TOKENS:
+        raise InvalidArgumentError(f"chunk_tokens={max_tokens!r} must be an integer of at least {MIN_CHUNK_TOKENS}.")
     check_overlap(overlap_tokens, max_tokens)
     spans = offsets(text)
     chunks: list[Chunk] = []

@@ -11,6 +11,8 @@ from typing import Literal, get_args
 
 #: The model loaded when none is named (a hub id).
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: The fewest tokens a document chunk may hold (``chunk_tokens``).
+MIN_CHUNK_TOKENS = 8
 
 #: Numeric precision of an encoder ("auto": the fastest exact-grade one of the hardware; see encoder/runtime.py).
 Precision = Literal["auto", "fp32", "bf16", "fp16", "int8"]

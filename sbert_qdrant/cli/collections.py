@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import InvalidArgumentError, PartialWriteError
 from ..search_request import SearchRequest, cli_options
-from ..types import FILE_FORMATS, ON_CONFLICTS
+from ..types import FILE_FORMATS, MIN_CHUNK_TOKENS, ON_CONFLICTS
 from ._engine import add_engine_options, check_engine, open_collection, reading
 from ._input import check_fields, check_where, cosine, counted, read_records, where_filter
 from ._load import check_model_flag, encoder_spec
@@ -46,7 +46,7 @@ _DOCUMENT_FLAGS |= {"context_field": "--context-field"}
 
 def _check_index_flags(args: argparse.Namespace) -> None:
     """The index flags' values, checked before anything is read, imported or loaded."""
-    _at_least(args, {"batch_size": ("--batch-size", 1), "chunk_tokens": ("--chunk-tokens", 8)})
+    _at_least(args, {"batch_size": ("--batch-size", 1), "chunk_tokens": ("--chunk-tokens", MIN_CHUNK_TOKENS)})
     _at_least(args, {"overlap_tokens": ("--overlap-tokens", 0), "first_stage_dim": ("--first-stage-dim", 1)})
     _at_least(args, {"actors": ("--actors", 1), "gpus_per_actor": ("--gpus-per-actor", 0)})
     if args.cpus_per_actor <= 0:
