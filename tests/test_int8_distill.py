@@ -79,3 +79,18 @@ def test_quantize_writes_a_folder_int8_loads_distilled_and_fp32_original(tmp_pat
     int8 = SentenceEncoder.load(out, device="cpu", precision="int8")
     assert int8.int8_mode == "static"
     assert _cosines(_encode(int8, sample), _encode(original, sample)).min() > 0.9
+
+
+def test_distilled_weights_load_only_where_their_int8_isa_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Weights trained in one ISA's arithmetic run on that ISA's CPUs only (elsewhere the original weights run)."""
+    from sbert_qdrant.encoder.int8 import distilled
+
+    ranges = ActivationRanges({"a": torch.zeros(2)}, {"a": torch.ones(2)}, "d")
+    distilled.DistilledInt8({"w": torch.ones(2)}, ranges, isa="vnni").save(tmp_path)
+    again = distilled.DistilledInt8.read(tmp_path)
+    assert again is not None and again.isa == "vnni" and again.ranges.texts_digest == "d"
+    monkeypatch.setattr(distilled, "int8_isa", lambda: "avx2")
+    assert again.weights_here() is None
+    monkeypatch.setattr(distilled, "int8_isa", lambda: "vnni")
+    here = again.weights_here()
+    assert here is not None and torch.equal(here["w"], torch.ones(2))

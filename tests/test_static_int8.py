@@ -128,6 +128,32 @@ def test_kept_attention_projections_run_s16_beside_the_int8_attention_kernel(
     assert (np.asarray(encoder.encode(texts)) * exact).sum(axis=1).min() > 0.9  # a random tiny model still tracks
 
 
+@needs_static
+def test_a_kept_attention_output_leaves_the_attention_to_pytorch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An attention output projection kept on s16 inputs cannot read the int8 attention's u8 context: the attention
+    stays PyTorch's there (it wrote garbage before: cosine to fp32 about 0 with the default model)."""
+    from dataclasses import replace
+
+    from conftest import tiny_transformer
+
+    from sbert_qdrant.encoder.int8 import quantize
+
+    monkeypatch.setenv("SBERT_QDRANT_CACHE", str(tmp_path))
+    texts = nli_sentences()
+    tiny_int8(calibration_texts=texts)  # calibrates and caches the ranges
+    ranges = ActivationRanges.read(next(tmp_path.rglob("*.safetensors")))
+    assert ranges is not None
+    kept = tuple(name for name in ranges.low if name.endswith("attention.output.dense"))
+    t = tiny_transformer(seed=3)
+    encoder = SentenceEncoder([t, Pooling(t.dimension), Normalize()], device="cpu", precision="fp32")
+    exact = np.asarray(encoder.encode(texts))
+    quantize.quantize_static_int8(encoder.transformer.model, replace(ranges, kept=kept))
+    assert not any(isinstance(m, native_layers.StaticInt8SelfAttention) for m in encoder.modules())
+    assert (np.asarray(encoder.encode(texts)) * exact).sum(axis=1).min() > 0.9
+
+
 @pytest.mark.slow
 @needs_static
 def test_the_default_model_runs_static_int8_with_no_texts(

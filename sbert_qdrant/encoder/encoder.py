@@ -128,7 +128,7 @@ class SentenceEncoder(nn.Module):
                 self._calibration_batches,
                 self.transformer,
                 None if int8_distilled is None else int8_distilled.ranges,
-                None if int8_distilled is None else int8_distilled.weights,
+                None if int8_distilled is None else int8_distilled.weights_here(),
             ),
         )
         #: Whether ``precision`` was chosen by "auto".

@@ -101,9 +101,9 @@ class StaticInt8SelfAttention(nn.Module):
 
 
 def install_int8_attention(model: nn.Module, output_reach: dict[str, float], library: ctypes.CDLL) -> int:
-    """Swap each bidirectional BERT-style self-attention whose Linears are static int8 (and whose q/k/v output
-    ranges were calibrated, ``output_reach`` by Linear name) for a :class:`StaticInt8SelfAttention` run by
-    ``library``, in place; returns how many were swapped."""
+    """Swap each bidirectional BERT-style self-attention whose Linears are static int8 (the output projection with u8
+    inputs; q/k/v output ranges calibrated, ``output_reach`` by Linear name) for a
+    :class:`StaticInt8SelfAttention` run by ``library``, in place; returns how many were swapped."""
     swapped = 0
     for name, module in list(model.named_modules()):
         attention, output = getattr(module, "self", None), getattr(getattr(module, "output", None), "dense", None)
@@ -115,6 +115,7 @@ def install_int8_attention(model: nn.Module, output_reach: dict[str, float], lib
         if (
             len(quantized) != len(SHARED_INPUT)
             or not isinstance(output, StaticInt8Linear)
+            or output.input_dtype != torch.uint8  # kept s16: it reads no u8 context
             or not isinstance(heads, int)
             or config is None
             or getattr(config, "is_decoder", False)

@@ -169,17 +169,18 @@ def _shared_reach(parent: nn.Module) -> Callable[[], torch.Tensor]:
 
 
 def _install_attention(model: nn.Module, output_reach: dict[str, float]) -> None:
-    """Swap each self-attention whose q, k, v and output projection are simulated int8 (u8 inputs) for its simulated
-    int8 twin, where ``install_int8_attention`` would swap it for the kernel's."""
+    """Swap each self-attention whose q, k, v and output projection are simulated int8 (the output's inputs u8) for
+    its simulated int8 twin, where ``install_int8_attention`` would swap it for the kernel's."""
     for name, module in list(model.named_modules()):
         attention, output = getattr(module, "self", None), getattr(getattr(module, "output", None), "dense", None)
         heads = getattr(attention, "num_attention_heads", None)
         linears = [getattr(attention, part, None) for part in SHARED_INPUT]
         names = [f"{name}.self.{part}" for part in SHARED_INPUT]
-        simulated = [lin for lin in linears if isinstance(lin, SimulatedInt8Linear) and not lin.wide_input]
+        simulated = [lin for lin in linears if isinstance(lin, SimulatedInt8Linear)]
         if (
             len(simulated) != len(SHARED_INPUT)
             or not isinstance(output, SimulatedInt8Linear)
+            or output.wide_input
             or not isinstance(heads, int)
             or getattr(getattr(attention, "config", None), "is_decoder", True)
             or not all(n in output_reach for n in names)
