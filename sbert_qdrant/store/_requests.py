@@ -136,7 +136,7 @@ def query_requests(query: StoreQuery) -> list[models.QueryRequest]:
             **_stage(search, query.query_filter),
             limit=query.limit,
             filter=query.query_filter,
-            score_threshold=query.score_threshold,
+            score_threshold=query.request.score_threshold,
             with_payload=query.with_payload,
         )
         for search in query.searches
@@ -153,7 +153,7 @@ def groups_request(query: StoreQuery, grouping: Grouping) -> dict[str, Any]:
         "limit": query.limit,
         "group_size": grouping.size,
         "query_filter": query.query_filter,
-        "score_threshold": query.score_threshold,
+        "score_threshold": query.request.score_threshold,
         "with_payload": True,
     }
 
