@@ -12,7 +12,7 @@ from typing import Any, get_type_hints
 
 import pytest
 import torch
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from sbert_qdrant import (
     CrossEncoder,
@@ -29,6 +29,7 @@ from sbert_qdrant import (
 from sbert_qdrant.cli import main
 from sbert_qdrant.encoder.layers import Dense
 from sbert_qdrant.search_request import options_table
+from sbert_qdrant.store import ClientStore
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "Best pizza in Naples", "Learning to code in Python"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -317,3 +318,46 @@ def test_a_request_travels_whole_and_options_that_go_together_are_one_value(coll
         coll.search_text("sky", 5, request=request)
     with pytest.raises(InvalidArgumentError, match="request= must be a SearchRequest"):
         coll.search_text("sky", request={"limit": 2})
+
+
+class _ServerLike:
+    """A qdrant-client that the store takes for a server's (no local mode behind it: the engine groups and
+    diversifies itself), each call's ``timeout=`` recorded by method."""
+
+    _client = None
+
+    def __init__(self, inner: QdrantClient) -> None:
+        self.inner = inner
+        self.timeouts: dict[str, list[Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.timeouts.setdefault(name, []).append(kwargs.get("timeout", "absent"))
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture()
+def by_client() -> Any:
+    """The same texts and documents in qdrant-client's local mode, and behind a client taken for a server's."""
+    spy = _ServerLike(QdrantClient(":memory:"))
+    local = TextCollection("t", testing.tiny_encoder(), client=QdrantClient(":memory:"))
+    server = TextCollection("t", testing.tiny_encoder(), store=ClientStore(spy, close_client=False))  # type: ignore[arg-type]
+    for c in (local, server):
+        c.upsert_texts(TEXTS, ids=["a", "b", "c", "d"])
+        c.upsert_documents(TEXTS, ids=["da", "db", "dc", "dd"])
+    yield local, server, spy
+    local.close()
+    server.close()
+
+
+def test_a_servers_grouped_document_search_takes_the_dense_search_params(by_client: Any) -> None:
+    """query_points_groups names QueryRequest's ``params`` ``search_params``: a server's dense document search
+    passes them so (it failed with "Unknown arguments: ['params']")."""
+    local, server, _ = by_client
+    exact = models.SearchParams(exact=True)
+    for options in ({}, {"search_params": exact}, {"mode": "hybrid"}):
+        assert server.search_documents("sky", **options) == local.search_documents("sky", **options)

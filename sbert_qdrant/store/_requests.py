@@ -147,8 +147,10 @@ def groups_request(query: StoreQuery, grouping: Grouping) -> dict[str, Any]:
     """Arguments of ``query_points_groups`` for the query's one search (the engine groups: a server, and local
     mode alike)."""
     (search,) = query.searches
+    stage = _stage(search, query.query_filter)
+    stage["search_params"] = stage.pop("params", None)  # QueryRequest's params, as query_points_groups names them
     return {
-        **_stage(search, query.query_filter),
+        **stage,
         "group_by": grouping.by,
         "limit": query.limit,
         "group_size": grouping.size,
