@@ -113,6 +113,7 @@ class SearchOptions(TypedDict, total=False):
     using: str | None
     rescore: str | None
     search_params: models.SearchParams | None
+    timeout: int | None
     rerank: Reranker | Rerank | None
     rerank_candidates: int | None
     rerank_weight: float | None
@@ -196,6 +197,14 @@ class SearchRequest:
     search_params: models.SearchParams | None = field(
         default=None,
         metadata={"doc": "the dense search's `models.SearchParams`: `hnsw_ef`, `exact`, quantization rescoring"},
+    )
+    timeout: int | None = field(
+        default=None,
+        metadata={
+            "doc": "whole seconds a Qdrant server may take for the search (qdrant-client's `timeout=`; default: the "
+            "connection's); Qdrant Edge and local mode run in-process, with no network to wait on, and ignore it",
+            "cli": {"type": int},
+        },
     )
     rerank: Reranker | None = field(
         default=None, metadata={"doc": "a cross-encoder (one output) that re-scores the best `rerank_candidates`"}
@@ -403,6 +412,11 @@ def _check(r: SearchRequest) -> None:
         raise InvalidArgumentError(
             f"{_arg('search_params')}={r.search_params!r:.60} must be a qdrant_client.models.SearchParams, e.g. "
             "SearchParams(quantization=QuantizationSearchParams(rescore=True, oversampling=2.0)), or None."
+        )
+    if r.timeout is not None and not _count(r.timeout, 1):
+        raise InvalidArgumentError(
+            f"{_arg('timeout')}={r.timeout!r} must be a positive whole number of seconds (Qdrant's unit), e.g. 10, "
+            "or None for the connection's own timeout."
         )
     if r.mode == "sparse" and r.diversity is None:
         r.refuse("mode='sparse'", {"search_params": "it runs no dense search", "using": "it searches BM25 only"})

@@ -26,13 +26,15 @@ LAYER_OF: dict[str, str] = {
     "sbert_qdrant._version": "base",
     "sbert_qdrant._lazy": "base",  # public names imported on first use (the package's and the encoder's)
     "sbert_qdrant._allocation": "base",  # the cycle collector paused around bulk work (records and the store)
+    # a search's options as one checked value (SearchRequest): what the collection plans from, and what a store's
+    # query carries whole to the engine
+    "sbert_qdrant.search_request": "base",
     "sbert_qdrant.encoder": "encoder",  # SentenceEncoder, CrossEncoder, sparse weights; knows nothing of Qdrant
     "sbert_qdrant.store": "store",  # engines behind one protocol; knows vectors and payloads, never text
     "sbert_qdrant.records": "records",  # ids, payload keys, input checks
     "sbert_qdrant.layout": "records",  # where a point keeps what: named vector slots and payload fields
     "sbert_qdrant.documents": "records",  # chunking of long documents
     "sbert_qdrant.dedup": "records",  # duplicate mining and threshold calibration over vectors
-    "sbert_qdrant.search_request": "records",  # a search's options as one checked value (SearchRequest)
     "sbert_qdrant.collection": "collection",  # TextCollection
     "sbert_qdrant.aio": "collection",  # AsyncTextCollection
     "sbert_qdrant._collection": "collection",  # the collection wing: the machinery behind the two doors
@@ -304,3 +306,18 @@ def test_the_store_seam_takes_one_value_per_call() -> None:
             if not rest or any(not (a.annotation and ast.unparse(a.annotation) in values) for a in rest):
                 spelled.append(f"{node.name}({', '.join(ast.unparse(a) for a in node.args.args[1:])})")
     assert not spelled, "store calls spelling their options as arguments:\n" + "\n".join(spelled)
+
+
+def test_a_store_query_is_built_in_one_place() -> None:
+    """Every search path calls the engine through ``SearchPlan.store_query``, the one place a ``StoreQuery`` is
+    made (the engines derive theirs with ``dataclasses.replace``): the request travels with it whole, so that a
+    search option the engine applies is a field of the request plus the engines reading it, no path touched."""
+    built = [
+        where(module, node.lineno)
+        for module, path in MODULES.items()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "StoreQuery"
+    ]
+    assert len(built) == 1 and built[0].endswith(f"{PACKAGE}._collection.search"), (
+        "StoreQuery built outside SearchPlan.store_query:\n" + "\n".join(built)
+    )

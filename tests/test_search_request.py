@@ -12,7 +12,7 @@ from typing import Any, get_type_hints
 
 import pytest
 import torch
-from qdrant_client import models
+from qdrant_client import QdrantClient, models
 
 from sbert_qdrant import (
     CrossEncoder,
@@ -29,6 +29,7 @@ from sbert_qdrant import (
 from sbert_qdrant.cli import main
 from sbert_qdrant.encoder.layers import Dense
 from sbert_qdrant.search_request import options_table
+from sbert_qdrant.store import ClientStore
 
 TEXTS = ["How do I learn Python?", "Why is the sky blue?", "Best pizza in Naples", "Learning to code in Python"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,6 +94,7 @@ def _values(cross: CrossEncoder) -> dict[str, dict[str, Any]]:
         "using": {"using": "cls"},
         "rescore": {"rescore": "tokens"},
         "search_params": {"search_params": models.SearchParams(exact=True)},
+        "timeout": {"timeout": 5},  # accepted and ignored by the in-process engines (Edge here)
         "rerank": {"rerank": cross},
         "rerank_candidates": {"rerank": cross, "rerank_candidates": 3},
         "rerank_weight": {"rerank": cross, "rerank_weight": 0.5},
@@ -192,6 +194,9 @@ def test_documents_rescore_as_texts_do_on_one_chunk_documents(docs: Any) -> None
         ({"with_payload": "yes"}, "with_payload='yes' must be True or False"),
         ({"mode": "semantic"}, "mode='semantic' must be one of"),
         ({"fliter": None}, "fliter= is not a search option"),
+        ({"timeout": 0}, "timeout=0 must be a positive whole number of seconds"),
+        ({"timeout": 2.5}, "timeout=2.5 must be a positive whole number of seconds"),
+        ({"timeout": True}, "timeout=True must be a positive whole number of seconds"),
     ],
 )
 def test_each_refused_option_names_itself(coll: Any, options: dict[str, Any], message: str) -> None:
@@ -233,7 +238,7 @@ def test_the_cli_takes_the_options_and_refuses_before_loading(
     assert main(["index", str(source), *engine()]) == 0
     assert main(["index", str(source), "--documents", *engine("d")]) == 0
     capsys.readouterr()
-    search = ["search", "learning Python", "--json", "--offset", "1", "--limit", "2"]
+    search = ["search", "learning Python", "--json", "--offset", "1", "--limit", "2", "--timeout", "5"]
     hybrid = ["--mode", "hybrid", "--fusion", "rrf", "--weights", "1", "2", "--candidates", "20"]
     assert main([*search, *hybrid, *engine()]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
@@ -243,6 +248,7 @@ def test_the_cli_takes_the_options_and_refuses_before_loading(
         (["--rerank-weight", "0.5"], "--rerank-weight=0.5 needs --rerank="),
         (["--fusion", "rrf"], "--fusion='rrf' applies to --mode='hybrid' only"),
         (["--chunks", "2"], "--chunks and --score apply to one hit per document"),
+        (["--timeout", "0"], "--timeout=0 must be a positive whole number of seconds"),
         (["--rerank", str(tmp_path / "no-model"), "--limit", "0"], "--limit=0 must be a positive integer"),
     ]:
         assert main(["search", "sky", *flags, *engine()]) == 2
@@ -317,3 +323,60 @@ def test_a_request_travels_whole_and_options_that_go_together_are_one_value(coll
         coll.search_text("sky", 5, request=request)
     with pytest.raises(InvalidArgumentError, match="request= must be a SearchRequest"):
         coll.search_text("sky", request={"limit": 2})
+
+
+class _ServerLike:
+    """A qdrant-client that the store takes for a server's (no local mode behind it: the engine groups and
+    diversifies itself), each call's ``timeout=`` recorded by method."""
+
+    _client = None
+
+    def __init__(self, inner: QdrantClient) -> None:
+        self.inner = inner
+        self.timeouts: dict[str, list[Any]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.inner, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.timeouts.setdefault(name, []).append(kwargs.get("timeout", "absent"))
+            return method(*args, **kwargs)
+
+        return call
+
+
+@pytest.fixture()
+def by_client() -> Any:
+    """The same texts and documents in qdrant-client's local mode, and behind a client taken for a server's."""
+    spy = _ServerLike(QdrantClient(":memory:"))
+    local = TextCollection("t", testing.tiny_encoder(), client=QdrantClient(":memory:"))
+    server = TextCollection("t", testing.tiny_encoder(), store=ClientStore(spy, close_client=False))  # type: ignore[arg-type]
+    for c in (local, server):
+        c.upsert_texts(TEXTS, ids=["a", "b", "c", "d"])
+        c.upsert_documents(TEXTS, ids=["da", "db", "dc", "dd"])
+    yield local, server, spy
+    local.close()
+    server.close()
+
+
+def test_a_servers_grouped_document_search_takes_the_dense_search_params(by_client: Any) -> None:
+    """query_points_groups names QueryRequest's ``params`` ``search_params``: a server's dense document search
+    passes them so (it failed with "Unknown arguments: ['params']")."""
+    local, server, _ = by_client
+    exact = models.SearchParams(exact=True)
+    for options in ({}, {"search_params": exact}, {"mode": "hybrid"}):
+        assert server.search_documents("sky", **options) == local.search_documents("sky", **options)
+
+
+def test_timeout_reaches_qdrant_client_and_every_engine_answers_alike(by_client: Any, coll: Any, docs: Any) -> None:
+    """``timeout=`` is passed to qdrant-client's search calls (a server's, and its grouped one for documents);
+    local mode and Qdrant Edge, in-process, give the same hits with it as without."""
+    local, server, spy = by_client
+    vector = coll.encoder.encode_query(["learning Python"])[0]
+    for c in (local, server, coll):
+        assert c.search_text("learning Python", timeout=7) == c.search_text("learning Python")
+        assert c.search_by_vector(vector, limit=2, timeout=7) == c.search_by_vector(vector, limit=2)
+    for c in (local, server, docs):
+        assert c.search_documents("sky", timeout=7) == c.search_documents("sky")
+    assert spy.timeouts["query_batch_points"] == [7, None, 7, None]
+    assert spy.timeouts["query_points_groups"] == [7, None]

@@ -43,7 +43,7 @@ from ..records import (
 )
 from ..search_request import DOCUMENT_CHUNKS, MIN_CANDIDATES, SearchRequest
 from ..store.base import PointVectors
-from ..store.calls import Grouping, Scan, StoreQuery
+from ..store.calls import Grouping, Scan
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
@@ -164,7 +164,7 @@ class AsyncDocuments:
         await context.ensure(create=False)
         config = context.config  # with the slots the stored collection records
         search = (await run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
-        grouped = StoreQuery([search], depth, chunks_only(plan.query_filter), request.score_threshold, True)
+        grouped = plan.store_query([search], depth, chunks_only(plan.query_filter))
         groups = await context.store.query_groups(context.name, grouped, Grouping(GROUP_BY, chunks))
         hits = [
             document_hit([(r.score, r.payload or {}) for r in tie_ordered(rows, chunk_index)], score)

@@ -45,7 +45,7 @@ from ..records import (
 )
 from ..search_request import DOCUMENT_CHUNKS, MIN_CANDIDATES, SearchRequest
 from ..store.base import PointVectors
-from ..store.calls import Grouping, Scan, StoreQuery
+from ..store.calls import Grouping, Scan
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -166,7 +166,7 @@ class Documents:
         context.ensure(create=False)
         config = context.config  # with the slots the stored collection records
         search = (run_blocking(engine_searches, config, context.bm25, texts, plan))[0]
-        grouped = StoreQuery([search], depth, chunks_only(plan.query_filter), request.score_threshold, True)
+        grouped = plan.store_query([search], depth, chunks_only(plan.query_filter))
         groups = context.store.query_groups(context.name, grouped, Grouping(GROUP_BY, chunks))
         hits = [
             document_hit([(r.score, r.payload or {}) for r in tie_ordered(rows, chunk_index)], score)

@@ -27,6 +27,7 @@ from ..store.base import (
     SearchQuery,
     default_search,
 )
+from ..store.calls import StoreQuery
 from ..types import SearchMode
 from .filters import engine_filter
 from .schema import CollectionConfig
@@ -65,6 +66,17 @@ class SearchPlan:
     def fused_mmr(self) -> bool:
         """Whether MMR re-orders a sparse or hybrid search's candidates (by their own relevance, in the collection)."""
         return self.request.mmr is not None and self.request.mode != "dense"
+
+    def store_query(
+        self,
+        searches: Sequence[SearchQuery],
+        limit: int,
+        query_filter: models.Filter | None,
+        with_payload: PayloadSelector = True,
+    ) -> StoreQuery:
+        """The one engine call of every search path (``limit`` points of each search, ``query_filter`` the path's
+        own): the request travels with it whole, its engine options read by the engines."""
+        return StoreQuery(searches, limit, query_filter, with_payload, self.request)
 
 
 def check_limit(limit: object) -> None:

@@ -33,7 +33,7 @@ from ..records import (
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
 from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
-from ..store.calls import Scan, StoreQuery
+from ..store.calls import Scan
 from ..types import OnConflict
 from .bulk_async import write
 from .context_async import AsyncCollectionContext
@@ -163,16 +163,10 @@ class AsyncTexts:
         await context.ensure(create=False)
         config = context.config
         check_candidates(config, plan)
-        found = await context.store.query(
-            context.name,
-            StoreQuery(
-                [dense_search(config, plan.using, query.tolist(), plan)],
-                request.depth,
-                context.texts_only(selected),
-                request.score_threshold,
-                payload_selector(config, request.with_payload, None),
-            ),
-        )
+        search = dense_search(config, plan.using, query.tolist(), plan)
+        selector = payload_selector(config, request.with_payload, None)
+        call = plan.store_query([search], request.depth, context.texts_only(selected), selector)
+        found = await context.store.query(context.name, call)
         return (await self._paged([hits(config, found[0])], request.offset, request.with_vectors))[0]
 
     async def search_similar(self, id: Key, request: SearchRequest) -> list[Hit]:
@@ -230,15 +224,14 @@ class AsyncTexts:
             return []
         searches = await run_blocking(engine_searches, config, context.bm25, texts, plan)
         selector = payload_selector(config, request.with_payload, request.rerank)
-        selected, threshold = context.texts_only(plan.query_filter), request.score_threshold
+        selected = context.texts_only(plan.query_filter)
         if plan.fused_mmr:  # MMR over the fused (or BM25) candidates by their own relevance, here: every engine alike
             diversified = [s for s in searches if isinstance(s, Diversified) and s.source is not None]
             sources = [s.source for s in diversified if s.source is not None]
-            query = StoreQuery(sources, plan.candidates, selected, threshold, selector)
+            query = plan.store_query(sources, plan.candidates, selected, selector)
             found = await self._diversified(diversified, await context.store.query(context.name, query), depth)
         else:
-            query = StoreQuery(searches, depth, selected, threshold, selector)
-            found = await context.store.query(context.name, query)
+            found = await context.store.query(context.name, plan.store_query(searches, depth, selected, selector))
         if context.documents and not any(found):
             await self._require_texts()
         return [hits(config, rows) for rows in found]

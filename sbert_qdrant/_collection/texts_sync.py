@@ -35,7 +35,7 @@ from ..records import (
 )
 from ..search_request import MIN_CANDIDATES, SearchRequest
 from ..store.base import Diversified, PointVectors, ScoredRecord, StoredRecord
-from ..store.calls import Scan, StoreQuery
+from ..store.calls import Scan
 from ..types import OnConflict
 from .bulk_sync import write
 from .context_sync import CollectionContext
@@ -163,16 +163,10 @@ class Texts:
         context.ensure(create=False)
         config = context.config
         check_candidates(config, plan)
-        found = context.store.query(
-            context.name,
-            StoreQuery(
-                [dense_search(config, plan.using, query.tolist(), plan)],
-                request.depth,
-                context.texts_only(selected),
-                request.score_threshold,
-                payload_selector(config, request.with_payload, None),
-            ),
-        )
+        search = dense_search(config, plan.using, query.tolist(), plan)
+        selector = payload_selector(config, request.with_payload, None)
+        call = plan.store_query([search], request.depth, context.texts_only(selected), selector)
+        found = context.store.query(context.name, call)
         return (self._paged([hits(config, found[0])], request.offset, request.with_vectors))[0]
 
     def search_similar(self, id: Key, request: SearchRequest) -> list[Hit]:
@@ -230,15 +224,14 @@ class Texts:
             return []
         searches = run_blocking(engine_searches, config, context.bm25, texts, plan)
         selector = payload_selector(config, request.with_payload, request.rerank)
-        selected, threshold = context.texts_only(plan.query_filter), request.score_threshold
+        selected = context.texts_only(plan.query_filter)
         if plan.fused_mmr:  # MMR over the fused (or BM25) candidates by their own relevance, here: every engine alike
             diversified = [s for s in searches if isinstance(s, Diversified) and s.source is not None]
             sources = [s.source for s in diversified if s.source is not None]
-            query = StoreQuery(sources, plan.candidates, selected, threshold, selector)
+            query = plan.store_query(sources, plan.candidates, selected, selector)
             found = self._diversified(diversified, context.store.query(context.name, query), depth)
         else:
-            query = StoreQuery(searches, depth, selected, threshold, selector)
-            found = context.store.query(context.name, query)
+            found = context.store.query(context.name, plan.store_query(searches, depth, selected, selector))
         if context.documents and not any(found):
             self._require_texts()
         return [hits(config, rows) for rows in found]

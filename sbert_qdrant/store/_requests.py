@@ -136,7 +136,7 @@ def query_requests(query: StoreQuery) -> list[models.QueryRequest]:
             **_stage(search, query.query_filter),
             limit=query.limit,
             filter=query.query_filter,
-            score_threshold=query.score_threshold,
+            score_threshold=query.request.score_threshold,
             with_payload=query.with_payload,
         )
         for search in query.searches
@@ -147,13 +147,15 @@ def groups_request(query: StoreQuery, grouping: Grouping) -> dict[str, Any]:
     """Arguments of ``query_points_groups`` for the query's one search (the engine groups: a server, and local
     mode alike)."""
     (search,) = query.searches
+    stage = _stage(search, query.query_filter)
+    stage["search_params"] = stage.pop("params", None)  # QueryRequest's params, as query_points_groups names them
     return {
-        **_stage(search, query.query_filter),
+        **stage,
         "group_by": grouping.by,
         "limit": query.limit,
         "group_size": grouping.size,
         "query_filter": query.query_filter,
-        "score_threshold": query.score_threshold,
+        "score_threshold": query.request.score_threshold,
         "with_payload": True,
     }
 

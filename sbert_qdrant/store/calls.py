@@ -1,26 +1,31 @@
 """The values a call to a store takes, one per call: a query (one batch of searches), a grouping of its hits, a
-write of points, a scan of every point. A new option of a call is one field here plus its engines' cases."""
+write of points, a scan of every point. A new option of a call is one field here plus its engines' cases; a query
+carries the caller's ``SearchRequest`` whole, so that a search option the engine applies as it is is a field of the
+request that the engines read, never copied here."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from qdrant_client import models
 
+from ..search_request import SearchRequest
 from .base import Payload, PayloadSelector, PointVectors, SearchQuery
 
 
 @dataclass(frozen=True)
 class StoreQuery:
     """One batch of engine searches: each search's best ``limit`` points, one list per search (the filter applies
-    at every stage of each)."""
+    at every stage of each). Made by ``SearchPlan.store_query`` only (in the package): ``limit``, the filter and
+    the payload are the collection's (depth or candidates; texts or chunks only; what a hit needs), ``request`` is
+    the caller's, whose engine options (``score_threshold``, and any the engines read) each applies as they are."""
 
     searches: Sequence[SearchQuery]
     limit: int
     query_filter: models.Filter | None = None
-    score_threshold: float | None = None
     with_payload: PayloadSelector = True
+    request: SearchRequest = field(default_factory=SearchRequest)
 
 
 @dataclass(frozen=True)

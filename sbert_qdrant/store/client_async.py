@@ -91,7 +91,9 @@ class AsyncClientStore(AsyncVectorStore):
         if self.local:
             rq.check_local_mode(query)
         requests = rq.query_requests(query)
-        return rq.scored(await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
+        timeout = query.request.timeout  # local mode takes it and has no network to wait on
+        found = await self._call(f"query of {name!r}", "query_batch_points", name, requests=requests, timeout=timeout)
+        return rq.scored(found)
 
     async def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
         if self.local:  # local mode's grouping widens every prefetch to the whole collection: group here instead
@@ -99,7 +101,7 @@ class AsyncClientStore(AsyncVectorStore):
             while (groups := groups_found((await self.query(name, fetch))[0], fetch, query, grouping)) is None:
                 fetch = wider(fetch)
             return groups
-        request = rq.groups_request(query, grouping)
+        request = rq.groups_request(query, grouping) | {"timeout": query.request.timeout}
         return rq.grouped(await self._call(f"grouped query of {name!r}", "query_points_groups", name, **request))
 
     async def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:

@@ -92,7 +92,9 @@ class ClientStore(VectorStore):
         if self.local:
             rq.check_local_mode(query)
         requests = rq.query_requests(query)
-        return rq.scored(self._call(f"query of {name!r}", "query_batch_points", name, requests=requests))
+        timeout = query.request.timeout  # local mode takes it and has no network to wait on
+        found = self._call(f"query of {name!r}", "query_batch_points", name, requests=requests, timeout=timeout)
+        return rq.scored(found)
 
     def query_groups(self, name: str, query: StoreQuery, grouping: Grouping) -> list[list[ScoredRecord]]:
         if self.local:  # local mode's grouping widens every prefetch to the whole collection: group here instead
@@ -100,7 +102,7 @@ class ClientStore(VectorStore):
             while (groups := groups_found((self.query(name, fetch))[0], fetch, query, grouping)) is None:
                 fetch = wider(fetch)
             return groups
-        request = rq.groups_request(query, grouping)
+        request = rq.groups_request(query, grouping) | {"timeout": query.request.timeout}
         return rq.grouped(self._call(f"grouped query of {name!r}", "query_points_groups", name, **request))
 
     def retrieve(self, name: str, vector_name: str, ids: Sequence[str], with_vectors: bool) -> list[StoredRecord]:

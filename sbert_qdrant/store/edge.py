@@ -191,7 +191,7 @@ class EdgeStore(VectorStore):
                 limit=query.limit,
                 **_stage(search, edge_filter),
                 filter=edge_filter,
-                score_threshold=query.score_threshold,
+                score_threshold=query.request.score_threshold,
                 with_payload=query.with_payload,
             )
             for search in query.searches
