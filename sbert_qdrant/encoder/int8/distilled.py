@@ -36,7 +36,8 @@ class DistilledInt8:
 
     def save(self, folder: Path) -> None:
         """Write both files into ``folder`` (a saved model folder)."""
-        save_weights(self.weights, folder / WEIGHTS_FILE, self.isa)
+        weights = {name: t.contiguous() for name, t in self.weights.items()}
+        save_file(weights, str(folder / WEIGHTS_FILE), metadata={"isa": self.isa})  # the ISA they were trained for
         self.ranges.save(folder / RANGES_FILE)
 
     @classmethod
@@ -45,23 +46,15 @@ class DistilledInt8:
         ranges = ActivationRanges.read(folder / RANGES_FILE)
         if ranges is None or not (folder / WEIGHTS_FILE).is_file():
             return None
-        return cls(load_file(str(folder / WEIGHTS_FILE)), ranges, weights_isa(folder / WEIGHTS_FILE))
+        path = str(folder / WEIGHTS_FILE)
+        with safe_open(path, framework="pt") as f:
+            isa = (f.metadata() or {}).get("isa", TRAINED_ISA)
+        return cls(load_file(path), ranges, isa)
 
     def weights_here(self) -> dict[str, torch.Tensor] | None:
         """The weights, where this CPU runs the int8 ISA they were trained for (None elsewhere: the original weights
         run, with these ranges)."""
         return self.weights if _runs_here(self.isa) else None
-
-
-def save_weights(weights: dict[str, torch.Tensor], path: Path, isa: str) -> None:
-    """Distilled weights at ``path``, their ISA in the file's metadata."""
-    save_file({name: t.contiguous() for name, t in weights.items()}, str(path), metadata={"isa": isa})
-
-
-def weights_isa(path: Path) -> str:
-    """The int8 GEMM ISA the distilled weights at ``path`` were trained for."""
-    with safe_open(str(path), framework="pt") as f:
-        return (f.metadata() or {}).get("isa", TRAINED_ISA)
 
 
 def _runs_here(isa: str) -> bool:
